@@ -1,0 +1,40 @@
+"""Unit tests of the bounded step series and plot downsampling (tui/series.py)."""
+
+import math
+
+import pytest
+
+from tui.series import StepSeries, downsample
+
+
+def test_series_stays_bounded_and_keeps_newest():
+    series = StepSeries(["reward"], capacity=8)
+    for step in range(1000):
+        series.append(step, {"reward": step / 1000})
+    assert len(series) <= 8
+    assert series.last["step"] == 999 and series.steps[-1] > 900
+    steps = list(series.steps)
+    gaps = {b - a for a, b in zip(steps, steps[1:])}
+    assert len(gaps) == 1  # evenly spaced after repeated halving
+    assert steps[0] == 0
+
+
+def test_series_skips_missing_values_and_replaces_upserted_step():
+    series = StepSeries(["reward", "eval/pass_at_1"])
+    series.append(0, {"reward": 0.1})
+    series.append(1, {"reward": 0.2, "eval/pass_at_1": 0.5})
+    series.append(1, {"reward": 0.3, "eval/pass_at_1": 0.5})
+    assert series.xy("eval/pass_at_1") == ([1], [0.5])
+    assert series.xy("reward") == ([0, 1], [0.1, 0.3])
+    assert math.isnan(series.columns["eval/pass_at_1"][0])
+
+
+def test_downsample_mean_min_max():
+    xs = list(range(10))
+    ys = [0, 9, 1, 8, 2, 7, 3, 6, 4, 5]
+    assert downsample(xs, ys, 5, "max") == ([0.5, 2.5, 4.5, 6.5, 8.5], [9, 8, 7, 6, 5])
+    assert downsample(xs, ys, 5, "min")[1] == [0, 1, 2, 3, 4]
+    assert downsample(xs, ys, 2, "mean")[1] == [4.0, 5.0]
+    assert downsample(xs, ys, 20) == (xs, ys)
+    with pytest.raises(ValueError, match="how must be one of"):
+        downsample(xs, ys, 3, "median")
