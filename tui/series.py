@@ -80,9 +80,13 @@ class StepSeries:
         self._seen = 1  # the next kept step is `stride` steps after the last kept one
 
     def xy(self, metric: str) -> tuple[list[float], list[float]]:
-        """Steps and values of ``metric`` where the value is present (NaN skipped)."""
+        """Steps and values of ``metric`` where present (NaN skipped), newest step included."""
         col = self.columns[metric]
         pairs = [(s, v) for s, v in zip(self.steps, col) if not math.isnan(v)]
+        if self.last is not None and (not self.steps or self.last["step"] > self.steps[-1]):
+            value = _finite(self.last.get(metric))
+            if not math.isnan(value):
+                pairs.append((self.last["step"], value))
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
