@@ -1,0 +1,184 @@
+"""The schema of the run file, as an append-only list of migrations.
+
+``MIGRATIONS[i]`` takes a file from ``PRAGMA user_version = i`` to ``i + 1``.
+A migration is frozen once released: never edit one, append a new one. Each
+only adds (tables, columns, indices) or fills new columns from data already
+there, so upgrading never loses data; ``store.db.migrate`` runs each in one
+transaction together with its ``user_version`` bump, so a crash mid-migration
+leaves the file at the previous version.
+
+Version 1 is the first schema (issue 2): runs, steps, groups, trajectories,
+events and commands. Version 2 (issue 3) adds multi-step turns, the judge,
+reward-function versions, checkpoints, crash detection fields and the hot
+metric columns of ``steps``.
+
+Units: every ``*_at`` column is Unix time in seconds (REAL); ``*_tokens``
+columns count tokens; ``latency_s`` and ``step_seconds`` are seconds. JSON
+columns hold UTF-8 JSON text. ``example_id`` and ``turns.anchor_id`` have no
+type affinity, so integer ids stay integers and string ids stay strings. ``groups`` is an SQL keyword in recent SQLite,
+so SQL always quotes it.
+"""
+
+V1 = [
+    """CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        scenario TEXT NOT NULL,
+        config TEXT NOT NULL DEFAULT '{}',
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        ended_at REAL
+    )""",
+    """CREATE TABLE steps (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        step INTEGER NOT NULL,
+        reward REAL,
+        reward_std REAL,
+        frac_reward_zero_std REAL,
+        kl REAL,
+        entropy REAL,
+        clip_ratio REAL,
+        completions_mean_length REAL,
+        loss REAL,
+        grad_norm REAL,
+        metrics TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (run_id, step)
+    )""",
+    """CREATE TABLE "groups" (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        step INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        example_id,
+        prompt TEXT NOT NULL
+    )""",
+    'CREATE INDEX groups_run_step ON "groups"(run_id, step)',
+    """CREATE TABLE trajectories (
+        id INTEGER PRIMARY KEY,
+        group_id INTEGER NOT NULL REFERENCES "groups"(id),
+        run_id INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        messages TEXT NOT NULL DEFAULT '[]',
+        completion TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        reward REAL,
+        components TEXT NOT NULL DEFAULT '{}',
+        details TEXT NOT NULL DEFAULT '{}',
+        advantage REAL,
+        truncated INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX trajectories_group ON trajectories(group_id, idx)",
+    "CREATE INDEX trajectories_run ON trajectories(run_id)",
+    """CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        step INTEGER,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX events_run ON events(run_id)",
+    """CREATE TABLE commands (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}',
+        status TEXT NOT NULL DEFAULT 'pending',
+        message TEXT,
+        created_at REAL NOT NULL,
+        resolved_at REAL
+    )""",
+    "CREATE INDEX commands_run_status ON commands(run_id, status)",
+]
+
+V2 = [
+    # runs: manifest, crash detection (pid on host, heartbeat), progress.
+    "ALTER TABLE runs ADD COLUMN manifest TEXT NOT NULL DEFAULT '{}'",
+    "ALTER TABLE runs ADD COLUMN pid INTEGER",
+    "ALTER TABLE runs ADD COLUMN host TEXT",
+    "ALTER TABLE runs ADD COLUMN heartbeat_at REAL",
+    "ALTER TABLE runs ADD COLUMN last_step INTEGER",
+    "ALTER TABLE runs ADD COLUMN reward_file TEXT",
+    "UPDATE runs SET last_step = (SELECT MAX(step) FROM steps WHERE steps.run_id = runs.id)",
+    # steps: more hot metric columns, filled from the metrics JSON of v1 rows.
+    "ALTER TABLE steps ADD COLUMN reward_min REAL",
+    "ALTER TABLE steps ADD COLUMN reward_max REAL",
+    "ALTER TABLE steps ADD COLUMN step_seconds REAL",
+    "ALTER TABLE steps ADD COLUMN eval_pass_at_1 REAL",
+    "ALTER TABLE steps ADD COLUMN judge_tau REAL",
+    "ALTER TABLE steps ADD COLUMN created_at REAL",
+    """UPDATE steps SET
+        reward_min = json_extract(metrics, '$.reward_min'),
+        reward_max = json_extract(metrics, '$.reward_max'),
+        step_seconds = json_extract(metrics, '$.step_seconds'),
+        eval_pass_at_1 = json_extract(metrics, '$."eval/pass_at_1"'),
+        judge_tau = json_extract(metrics, '$."judge/tau"')""",
+    # groups: multi-step initial state, judge outcome, resume bookkeeping.
+    'ALTER TABLE "groups" ADD COLUMN initial_state_key TEXT',
+    'ALTER TABLE "groups" ADD COLUMN judge_status TEXT',
+    'ALTER TABLE "groups" ADD COLUMN judge_error TEXT',
+    'ALTER TABLE "groups" ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0',
+    # trajectories: judge output, reward version, parse status column.
+    "ALTER TABLE trajectories ADD COLUMN parse_status TEXT",
+    "ALTER TABLE trajectories ADD COLUMN reward_version INTEGER",
+    "ALTER TABLE trajectories ADD COLUMN judge_score REAL",
+    "ALTER TABLE trajectories ADD COLUMN judge_rank INTEGER",
+    "ALTER TABLE trajectories ADD COLUMN judge_explanation TEXT",
+    "UPDATE trajectories SET parse_status = json_extract(details, '$.parse_status')",
+    """CREATE TABLE turns (
+        id INTEGER PRIMARY KEY,
+        trajectory_id INTEGER NOT NULL REFERENCES trajectories(id),
+        t INTEGER NOT NULL,
+        state_key TEXT,
+        reward REAL,
+        ret REAL,
+        adv_episode REAL,
+        adv_step REAL,
+        advantage REAL,
+        anchor_id,
+        anchor_size INTEGER
+    )""",
+    "CREATE INDEX turns_trajectory ON turns(trajectory_id, t)",
+    """CREATE TABLE judge_calls (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        group_id INTEGER REFERENCES "groups"(id),
+        step INTEGER,
+        request_hash TEXT NOT NULL,
+        model TEXT NOT NULL,
+        raw_response TEXT,
+        latency_s REAL,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL,
+        error TEXT,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX judge_calls_run ON judge_calls(run_id)",
+    "CREATE INDEX judge_calls_hash ON judge_calls(request_hash)",
+    """CREATE TABLE reward_versions (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        version INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        source TEXT NOT NULL,
+        weights TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        UNIQUE (run_id, version)
+    )""",
+    """CREATE TABLE checkpoints (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        step INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX checkpoints_run_step ON checkpoints(run_id, step)",
+    "CREATE INDEX runs_status ON runs(status)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2]
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,232 @@
+"""Everything the TUI reads from a run file (the TUI holds no SQL).
+
+Every method is one short read transaction on a read-only connection: in
+WAL mode readers never block the engine's writer, and a reader can never
+take the write lock. Methods return plain dicts and lists; JSON columns come
+back decoded; times are Unix seconds; a missing row gives None.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from store.db import connect, open_db
+from store.records import STEP_METRIC_COLUMNS
+from store.rows import fetch_dict, fetch_dicts
+
+_RUN_JSON = ("config", "manifest")
+_TRAJECTORY_JSON = ("messages", "components", "details")
+# steps columns renamed to the metric names the engine writes (TRL names).
+_SERIES_COLUMNS = ", ".join(
+    f'{column} AS "{name}"' for name, column in STEP_METRIC_COLUMNS.items()
+)
+_ROLLOUT_COLUMNS = (
+    "t.id, t.run_id, t.step, t.group_id, t.idx, g.example_id, g.prompt, t.completion, "
+    "t.reward, t.advantage, t.parse_status, t.completion_tokens, t.truncated, t.judge_score"
+)
+
+
+class StoreReader:
+    """Read-only access to a run file, safe to use from several threads.
+
+    Construction brings the file's schema up to date and marks dead runs
+    ``crashed`` (through ``open_db``) when the file is writable, then opens a
+    read-only connection.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            open_db(self.path, create=False).close()
+        except sqlite3.OperationalError:
+            pass  # a read-only copy (e.g. from a GPU box): read it as it is
+        self._conn = connect(self.path, read_only=True)
+        self._conn.isolation_level = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def __enter__(self) -> "StoreReader":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every query inside sees the same snapshot."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield self._conn
+            finally:
+                self._conn.execute("COMMIT")
+
+    def _all(self, sql: str, params: list, json_columns: tuple[str, ...] = ()) -> list[dict]:
+        with self._snapshot() as conn:
+            return fetch_dicts(conn.execute(sql, params), json_columns)
+
+    def _one(self, sql: str, params: list, json_columns: tuple[str, ...] = ()) -> dict | None:
+        with self._snapshot() as conn:
+            return fetch_dict(conn.execute(sql, params), json_columns)
+
+    def runs(self) -> list[dict]:
+        """All runs, oldest first: the run columns except config/manifest,
+        plus ``steps`` (number of step rows) and ``final_pass_at_1`` (the
+        last ``eval/pass_at_1`` written, or None)."""
+        return self._all(
+            "SELECT r.id, r.name, r.scenario, r.status, r.pid, r.host, r.created_at, "
+            "r.ended_at, r.heartbeat_at, r.last_step, r.reward_file, "
+            "(SELECT COUNT(*) FROM steps s WHERE s.run_id = r.id) AS steps, "
+            "(SELECT s.eval_pass_at_1 FROM steps s WHERE s.run_id = r.id "
+            " AND s.eval_pass_at_1 IS NOT NULL ORDER BY s.step DESC LIMIT 1) AS final_pass_at_1 "
+            "FROM runs r ORDER BY r.id", [])
+
+    def run(self, run_id: int) -> dict | None:
+        """The run row, ``config`` and ``manifest`` decoded."""
+        return self._one("SELECT * FROM runs WHERE id = ?", [run_id], _RUN_JSON)
+
+    def run_by_name(self, name: str) -> dict | None:
+        """The run row called ``name`` (names are unique)."""
+        return self._one("SELECT * FROM runs WHERE name = ?", [name], _RUN_JSON)
+
+    def latest_run_id(self) -> int | None:
+        """Id of the most recently created run."""
+        row = self._one("SELECT MAX(id) AS id FROM runs", [])
+        return row["id"]
+
+    def latest_step(self, run_id: int) -> dict | None:
+        """The last step's metrics: ``{"step", "created_at", **metrics}`` with
+        every metric the engine wrote, keyed by its (TRL) name."""
+        row = self._one(
+            "SELECT step, created_at, metrics FROM steps WHERE run_id = ? "
+            "ORDER BY step DESC LIMIT 1", [run_id], ("metrics",))
+        if row is None:
+            return None
+        return {"step": row["step"], "created_at": row["created_at"], **row["metrics"]}
+
+    def step_series(self, run_id: int, since_step: int = -1, limit: int | None = None) -> list[dict]:
+        """Steps after ``since_step``, ascending, at most ``limit`` of them:
+        ``{"step", <metric name>: value or None, ...}`` for every metric in
+        ``STEP_METRIC_COLUMNS`` (e.g. ``reward``, ``completions/mean_length``)."""
+        return self._all(
+            f"SELECT step, {_SERIES_COLUMNS} FROM steps WHERE run_id = ? AND step > ? "
+            "ORDER BY step LIMIT ?", [run_id, since_step, -1 if limit is None else limit])
+
+    def events(self, run_id: int, since_id: int = 0) -> list[dict]:
+        """Events with id > ``since_id``, oldest first, ``payload`` decoded."""
+        return self._all(
+            "SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id",
+            [run_id, since_id], ("payload",))
+
+    def rollouts_since(self, run_id: int, after_rowid: int, limit: int = 50) -> list[dict]:
+        """The newest ``limit`` trajectories with id > ``after_rowid``, in id
+        order (oldest of them first), each with its group's prompt and
+        example id. Use the last ``id`` as the next watermark."""
+        rows = self._all(
+            f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+            "WHERE t.run_id = ? AND t.id > ? ORDER BY t.id DESC LIMIT ?",
+            [run_id, after_rowid, limit])
+        rows.reverse()
+        return rows
+
+    def steps(self, run_id: int) -> list[int]:
+        """Step numbers that have (non-superseded) groups, ascending."""
+        # Skip-scan down the (run_id, step) index: one seek per distinct step
+        # instead of reading every group row.
+        with self._snapshot() as conn:
+            rows = conn.execute(
+                'WITH RECURSIVE s(step) AS (SELECT MIN(step) FROM "groups" WHERE run_id = ?1 '
+                'UNION ALL SELECT (SELECT MIN(step) FROM "groups" WHERE run_id = ?1 '
+                "AND step > s.step) FROM s WHERE s.step IS NOT NULL) "
+                "SELECT step FROM s WHERE step IS NOT NULL "
+                'AND EXISTS (SELECT 1 FROM "groups" WHERE run_id = ?1 AND step = s.step '
+                "AND superseded = 0)", [run_id]).fetchall()
+        return [row[0] for row in rows]
+
+    def groups_of_step(self, run_id: int, step: int) -> list[dict]:
+        """The step's groups (superseded ones skipped), by index, each with
+        ``trajectories``: ``[{"id", "idx", "reward", "advantage",
+        "parse_status", "completion_tokens", "truncated", "judge_score",
+        "judge_rank"}]`` in index order."""
+        with self._snapshot() as conn:
+            groups = fetch_dicts(conn.execute(
+                'SELECT * FROM "groups" WHERE run_id = ? AND step = ? AND superseded = 0 '
+                "ORDER BY idx, id", [run_id, step]))
+            if not groups:
+                return []
+            by_id = {group["id"]: {**group, "trajectories": []} for group in groups}
+            marks = ", ".join("?" for _ in by_id)
+            for row in fetch_dicts(conn.execute(
+                    "SELECT id, group_id, idx, reward, advantage, parse_status, "
+                    "completion_tokens, truncated, judge_score, judge_rank FROM trajectories "
+                    f"WHERE group_id IN ({marks}) ORDER BY group_id, idx", list(by_id))):
+                by_id[row.pop("group_id")]["trajectories"].append(row)
+        return list(by_id.values())
+
+    def group(self, group_id: int) -> dict | None:
+        """The group row with ``trajectories``: its full trajectory rows
+        (messages, components and details decoded), in index order."""
+        with self._snapshot() as conn:
+            group = fetch_dict(conn.execute('SELECT * FROM "groups" WHERE id = ?', [group_id]))
+            if group is None:
+                return None
+            group["trajectories"] = fetch_dicts(conn.execute(
+                "SELECT * FROM trajectories WHERE group_id = ? ORDER BY idx", [group_id]),
+                _TRAJECTORY_JSON)
+        return group
+
+    def trajectory(self, trajectory_id: int) -> dict | None:
+        """One full trajectory row plus its group's ``prompt``, ``example_id``,
+        ``judge_status`` and ``turns`` (multi-step; ``[]`` otherwise)."""
+        with self._snapshot() as conn:
+            row = fetch_dict(conn.execute(
+                "SELECT t.*, g.prompt, g.example_id, g.judge_status, g.initial_state_key "
+                'FROM trajectories t JOIN "groups" g ON g.id = t.group_id WHERE t.id = ?',
+                [trajectory_id]), _TRAJECTORY_JSON)
+            if row is None:
+                return None
+            row["turns"] = fetch_dicts(conn.execute(
+                "SELECT * FROM turns WHERE trajectory_id = ? ORDER BY t", [trajectory_id]))
+        return row
+
+    def search(self, run_id: int, text: str, limit: int = 50) -> list[dict]:
+        """Newest trajectories (at most ``limit``) whose completion or prompt
+        contains ``text`` (case-insensitive for ASCII), newest first; rows as
+        in ``rollouts_since``."""
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return self._all(
+            f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+            "WHERE t.run_id = ? AND (t.completion LIKE ?2 ESCAPE '\\' "
+            "OR g.prompt LIKE ?2 ESCAPE '\\') ORDER BY t.id DESC LIMIT ?3",
+            [run_id, pattern, limit])
+
+    def reward_versions(self, run_id: int) -> list[dict]:
+        """Rubric versions of the run, oldest first, ``weights`` decoded."""
+        return self._all("SELECT * FROM reward_versions WHERE run_id = ? ORDER BY version",
+                         [run_id], ("weights",))
+
+    def judge_calls(self, run_id: int, limit: int = 50) -> list[dict]:
+        """The newest ``limit`` judge calls, newest first."""
+        return self._all("SELECT * FROM judge_calls WHERE run_id = ? ORDER BY id DESC LIMIT ?",
+                         [run_id, limit])
+
+    def checkpoints(self, run_id: int) -> list[dict]:
+        """Checkpoints of the run by step: ``{"id", "step", "path", ...}``."""
+        return self._all("SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step, id",
+                         [run_id])
+
+    def commands(self, run_id: int) -> list[dict]:
+        """Every command sent to the run, oldest first, ``payload`` decoded,
+        with its ``status`` (pending/applied/rejected) and ``message``."""
+        return self._all("SELECT * FROM commands WHERE run_id = ? ORDER BY id", [run_id],
+                         ("payload",))

@@ -1,0 +1,138 @@
+"""What the engine hands the store, and the store's fixed vocabularies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_STATUSES = ("running", "paused", "finished", "failed", "crashed", "stopped")
+"""Values of ``runs.status``; the last four are terminal (``ended_at`` set)."""
+
+TERMINAL_STATUSES = ("finished", "failed", "crashed", "stopped")
+
+EVENT_KINDS = (
+    "pause", "resume", "reward_edit", "alert", "error", "eval", "judge_failed", "checkpoint",
+)
+"""Values of ``events.kind``."""
+
+COMMAND_KINDS = ("pause", "resume", "step", "stop", "set_rewards")
+"""Values of ``commands.kind`` (the TUI -> engine control channel)."""
+
+COMMAND_STATUSES = ("pending", "applied", "rejected")
+"""Values of ``commands.status``: written ``pending``, resolved by the engine."""
+
+
+@dataclass
+class TurnRecord:
+    """One assistant turn of a multi-step episode, with its GiGPO quantities.
+
+    Formulas: GiGPO (Feng et al. 2025, arXiv 2505.10978), see DESIGN.md.
+
+    Attributes:
+        t: turn index in the episode, from 0.
+        state_key: environment state before the turn (the anchor state); any
+            hashable value, stored as ``str(state_key)``.
+        reward: r_t, the environment reward of this turn.
+        ret: R_t, the discounted return from this turn, sum_k gamma^(k-t) r_k.
+        adv_episode: A^E of the episode this turn belongs to.
+        adv_step: A^S of this turn within its anchor group (0 if size 1).
+        advantage: A = A^E + omega * A^S, the scalar spread over its tokens.
+        anchor_id: identifier of the anchor group (unique within the group).
+        anchor_size: number of (episode, turn) pairs in that anchor group.
+    """
+
+    t: int
+    state_key: Any
+    reward: float
+    ret: float
+    adv_episode: float
+    adv_step: float
+    advantage: float
+    anchor_id: Any
+    anchor_size: int
+
+
+@dataclass
+class TrajectoryRecord:
+    """One rollout of a group, scored, with its advantage.
+
+    Attributes:
+        index: position in its group, 0..G-1.
+        messages: the whole conversation, OpenAI-style dicts
+            (``{"role": ..., "content": ...}``); must be JSON-serialisable.
+        completion: the policy's text (single-turn: the one completion).
+        reward: weighted rubric reward.
+        components: rubric function name -> its unweighted reward.
+        details: the scorer's details dict; its ``parse_status`` (top level,
+            or the first rubric function's) is also stored in its own column.
+        advantage: the trajectory's advantage (GRPO; for GiGPO the episode
+            advantage A^E, per-turn values are in ``turns``).
+        prompt_tokens, completion_tokens: lengths in tokens.
+        reward_version: version of the rubric that scored it.
+        judge_score, judge_rank, judge_explanation: RULER judge output, if any.
+        truncated: generation hit ``max_new_tokens``.
+        turns: per-turn records of a multi-step episode (empty: single turn).
+    """
+
+    index: int
+    messages: list[dict]
+    completion: str
+    reward: float
+    components: dict[str, float]
+    details: dict
+    advantage: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reward_version: int | None = None
+    judge_score: float | None = None
+    judge_rank: int | None = None
+    judge_explanation: str | None = None
+    truncated: bool = False
+    turns: list[TurnRecord] = field(default_factory=list)
+
+
+@dataclass
+class GroupRecord:
+    """G trajectories from one prompt / initial state.
+
+    Attributes:
+        index: position of the group within its step.
+        example_id: the dataset example's ``id``.
+        prompt: the prompt text (single-turn) or first observation.
+        trajectories: the group's rollouts.
+        initial_state_key: multi-step: the shared initial state (``str()``-ed).
+        judge_status: ``None`` (no judge), ``"ok"`` or ``"failed"``.
+        judge_error: the judge's error message when it failed.
+    """
+
+    index: int
+    example_id: Any
+    prompt: str
+    trajectories: list[TrajectoryRecord]
+    initial_state_key: Any = None
+    judge_status: str | None = None
+    judge_error: str | None = None
+
+
+STEP_METRIC_COLUMNS = {
+    "reward": "reward",
+    "reward_std": "reward_std",
+    "reward_min": "reward_min",
+    "reward_max": "reward_max",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "kl": "kl",
+    "entropy": "entropy",
+    "clip_ratio": "clip_ratio",
+    "completions/mean_length": "completions_mean_length",
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "step_seconds": "step_seconds",
+    "eval/pass_at_1": "eval_pass_at_1",
+    "judge/tau": "judge_tau",
+}
+"""Metric name (TRL naming where TRL has one) -> its column in ``steps``.
+
+Units: ``completions/mean_length`` in tokens, ``step_seconds`` in seconds,
+``judge/tau`` is Kendall's tau between judge and rubric rankings; the rest
+are unitless. Other metric keys are kept only in the ``metrics`` JSON.
+"""

@@ -1,0 +1,92 @@
+"""Keep credentials out of the run file, exports and manifests.
+
+Two rules, applied by the writer to configs, manifests, event and command
+payloads, judge call fields and rubric sources, and by the exporter:
+
+1. By key name: the value of a mapping key that names a credential is
+   replaced by ``REDACTED``. Credential names: ``api_key``/``apikey``,
+   anything ending in ``_key`` except known non-secret keys (``state_key``,
+   ``sort_key``...), ``secret``/``*_secret``, ``password``/``passwd``/
+   ``passphrase``, ``token``/``*_token`` except tokenizer special tokens
+   (``eos_token``...), ``authorization``, ``cookie``, ``credentials``. Token
+   *counts* (``max_tokens``, ``completion_tokens``, ``num_tokens``) are kept:
+   a plural ``tokens`` never names a credential.
+2. By value: any occurrence, in any string, of the value of an environment
+   variable whose name contains KEY, TOKEN, SECRET or PASSWORD (values of
+   at least ``MIN_SECRET_LENGTH`` characters; shorter ones are not
+   credentials and would redact ordinary text), and strings shaped like
+   well-known API keys (``sk-...``, ``hf_...``, ``Bearer ...``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+REDACTED = "REDACTED"
+MIN_SECRET_LENGTH = 6
+
+_SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+_SECRET_KEY_NAME = re.compile(
+    r"(^|_)(api_?key|key|secret|password|passwd|passphrase|token|authorization|cookie|credentials?)$"
+)
+_NON_SECRET_KEY_NAMES = {
+    "state_key", "initial_state_key", "sort_key", "cache_key", "primary_key",
+    "foreign_key", "group_key", "dataset_key", "example_key", "metric_key",
+    "pad_token", "eos_token", "bos_token", "unk_token", "sep_token", "cls_token",
+    "mask_token",
+}
+_KEY_SHAPED = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{20,})|(?<=Bearer )[A-Za-z0-9._\-]{16,}")
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a mapping key names a credential (rule 1 of the module doc)."""
+    normalised = name.strip().lower().replace("-", "_")
+    if normalised in _NON_SECRET_KEY_NAMES:
+        return False
+    return _SECRET_KEY_NAME.search(normalised) is not None
+
+
+def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of credential-named environment variables, longest first."""
+    environ = os.environ if environ is None else environ
+    values = {
+        value
+        for name, value in environ.items()
+        if _SECRET_ENV_NAME.search(name) and len(value) >= MIN_SECRET_LENGTH
+    }
+    return sorted(values, key=len, reverse=True)
+
+
+def scrub_text(text: str, secrets: list[str] | None = None) -> str:
+    """``text`` with every secret value and key-shaped string replaced.
+
+    ``secrets`` defaults to ``secret_env_values()`` (read on each call so a
+    key set after import is still caught).
+    """
+    for secret in secret_env_values() if secrets is None else secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return _KEY_SHAPED.sub(REDACTED, text)
+
+
+def scrub(value: Any, secrets: list[str] | None = None) -> Any:
+    """A copy of a JSON-like value with credentials redacted (both rules).
+
+    Walks dicts, lists and tuples (tuples become lists); other scalars are
+    returned as they are.
+    """
+    secrets = secret_env_values() if secrets is None else secrets
+    if isinstance(value, str):
+        return scrub_text(value, secrets)
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if isinstance(key, str) and is_secret_key(key) and item is not None
+            else scrub(item, secrets)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [scrub(item, secrets) for item in value]
+    return value

@@ -1,0 +1,389 @@
+"""The engine's only way into the run file: batched, transactional writes."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from store.db import open_db, process_alive
+from store.records import (
+    COMMAND_STATUSES,
+    EVENT_KINDS,
+    RUN_STATUSES,
+    STEP_METRIC_COLUMNS,
+    TERMINAL_STATUSES,
+    GroupRecord,
+    TrajectoryRecord,
+)
+from store.rows import dumps, fetch_dict, fetch_dicts
+from store.secrets import scrub, scrub_text
+
+_INSERT_GROUP = (
+    'INSERT INTO "groups" (run_id, step, idx, example_id, prompt, initial_state_key, '
+    "judge_status, judge_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_TRAJECTORY = (
+    "INSERT INTO trajectories (group_id, run_id, step, idx, messages, completion, "
+    "prompt_tokens, completion_tokens, reward, components, details, parse_status, advantage, "
+    "reward_version, judge_score, judge_rank, judge_explanation, truncated) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_TURN = (
+    "INSERT INTO turns (trajectory_id, t, state_key, reward, ret, adv_episode, adv_step, "
+    "advantage, anchor_id, anchor_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_STEP_COLUMNS = list(STEP_METRIC_COLUMNS.values())
+# Upsert that merges: a step written twice (train metrics, then eval metrics)
+# keeps both; a value written again replaces the old one.
+_UPSERT_STEP = (
+    f"INSERT INTO steps (run_id, step, metrics, created_at, {', '.join(_STEP_COLUMNS)}) "
+    f"VALUES (?, ?, ?, ?, {', '.join('?' for _ in _STEP_COLUMNS)}) "
+    "ON CONFLICT (run_id, step) DO UPDATE SET "
+    "metrics = json_patch(steps.metrics, excluded.metrics), created_at = excluded.created_at, "
+    + ", ".join(f"{c} = COALESCE(excluded.{c}, steps.{c})" for c in _STEP_COLUMNS)
+)
+_RUN_JSON = ("config", "manifest")
+
+
+def _noop_when_disabled(result: Callable[[], Any] = lambda: None):
+    """Make a method return ``result()`` at once when the writer is disabled."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def inner(self, *args, **kwargs):
+            if not self.enabled:
+                return result()
+            return method(self, *args, **kwargs)
+
+        return inner
+
+    return wrap
+
+
+def _state_key(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _parse_status(details: dict) -> str | None:
+    """``details["parse_status"]``, else the first rubric function's one."""
+    status = details.get("parse_status")
+    if status is None:
+        for value in details.values():
+            if isinstance(value, dict) and "parse_status" in value:
+                return value["parse_status"]
+    return status
+
+
+def _metric(name: str, value: Any) -> float | None:
+    """A hot metric as a float, or None when missing or not finite."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"metric {name!r} must be a number, got {value!r}") from error
+    return number if number == number and abs(number) != float("inf") else None
+
+
+class StoreWriter:
+    """Writes a run into the SQLite file: one transaction per group or step.
+
+    ``StoreWriter(path, enabled=False)`` opens nothing and every method is a
+    cheap no-op returning None (``poll_commands`` returns ``[]``), so the
+    store's overhead on the engine can be measured. Config, manifest, event
+    and command payloads, judge call text and rubric sources go through
+    ``store.secrets.scrub`` before they are written.
+
+    Resume semantics (``resume_run``): rows are never deleted. Groups of steps
+    after the last checkpoint are flagged ``superseded = 1`` (readers and the
+    exporter skip them); the step rows after it are moved into the payload of
+    a ``resume`` event, so the re-run steps get fresh rows and
+    ``(run_id, step)`` stays unique.
+
+    Not thread-safe: use one writer per engine thread.
+    """
+
+    def __init__(self, path: str | Path, *, enabled: bool = True) -> None:
+        self.path = Path(path)
+        self.enabled = enabled
+        self.db = open_db(self.path) if enabled else None
+
+    def close(self) -> None:
+        """Close the connection (the WAL is checkpointed by SQLite)."""
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+    def __enter__(self) -> "StoreWriter":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @_noop_when_disabled()
+    def start_run(self, name: str, scenario: str, config: dict, manifest: dict, *,
+                  reward_file: str | Path | None = None) -> int:
+        """Create a run with status ``running`` owned by this process; return its id.
+
+        Raises:
+            ValueError: a run called ``name`` already exists in the file.
+        """
+        if self.db.execute("SELECT 1 FROM runs WHERE name = ?", [name]).fetchone():
+            raise ValueError(
+                f"a run named {name!r} already exists in {self.path}; choose another "
+                "--name, or continue it with --resume"
+            )
+        now = time.time()
+        with self.db.atomic():
+            return self.db.execute(
+                "INSERT INTO runs (name, scenario, config, manifest, status, pid, host, "
+                "created_at, heartbeat_at, reward_file) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                [name, scenario, dumps(scrub(config), "config"), dumps(scrub(manifest), "manifest"),
+                 os.getpid(), socket.gethostname(), now, now,
+                 None if reward_file is None else str(reward_file)],
+            ).lastrowid
+
+    @_noop_when_disabled()
+    def resume_run(self, run_id: int) -> dict:
+        """Take over run ``run_id`` to continue it from its last checkpoint.
+
+        Sets status ``running`` with this process's pid, supersedes the
+        groups and step rows after the checkpoint (see the class doc) and
+        records a ``resume`` event. Returns the run row (``config`` and
+        ``manifest`` decoded) with ``checkpoint``: ``{"step", "path"}`` of the
+        last checkpoint, or None (start again from step 0).
+
+        Raises:
+            KeyError: no run ``run_id`` in the file.
+            RuntimeError: the run's engine process is still alive.
+        """
+        run = self._run(run_id)
+        if (run["status"] in ("running", "paused") and run["host"] == socket.gethostname()
+                and run["pid"] not in (None, os.getpid()) and process_alive(run["pid"])):
+            raise RuntimeError(
+                f"run {run['name']!r} is still running in process {run['pid']}; "
+                "stop it (or kill that process) before resuming"
+            )
+        checkpoint = fetch_dict(self.db.execute(
+            "SELECT step, path FROM checkpoints WHERE run_id = ? ORDER BY step DESC, id DESC "
+            "LIMIT 1", [run_id]))
+        cut = -1 if checkpoint is None else checkpoint["step"]
+        now = time.time()
+        with self.db.atomic():
+            dropped = fetch_dicts(self.db.execute(
+                "SELECT step, metrics FROM steps WHERE run_id = ? AND step > ? ORDER BY step",
+                [run_id, cut]), ("metrics",))
+            superseded = self.db.execute(
+                'UPDATE "groups" SET superseded = 1 WHERE run_id = ? AND step > ? '
+                "AND superseded = 0", [run_id, cut]).rowcount
+            self.db.execute("DELETE FROM steps WHERE run_id = ? AND step > ?", [run_id, cut])
+            payload = {"checkpoint": checkpoint, "previous_status": run["status"],
+                       "superseded_groups": superseded, "superseded_steps": dropped}
+            self._event(run_id, "resume", payload, None if cut < 0 else cut, now)
+            self.db.execute(
+                "UPDATE runs SET status = 'running', pid = ?, host = ?, ended_at = NULL, "
+                "heartbeat_at = ?, last_step = ? WHERE id = ?",
+                [os.getpid(), socket.gethostname(), now, None if cut < 0 else cut, run_id])
+        return {**self._run(run_id), "checkpoint": checkpoint}
+
+    @_noop_when_disabled()
+    def write_group(self, run_id: int, step: int, group: GroupRecord) -> int:
+        """Store a group with its trajectories and turns in one transaction.
+
+        Returns the group's id. Raises ValueError if a messages, components or
+        details value is not JSON-serialisable (nothing is written then).
+        """
+        with self.db.atomic():
+            return self._insert_group(run_id, step, group)
+
+    @_noop_when_disabled(list)
+    def write_groups(self, run_id: int, step: int, groups: list[GroupRecord]) -> list[int]:
+        """Store all groups of a step in one transaction; return their ids."""
+        with self.db.atomic():
+            return [self._insert_group(run_id, step, group) for group in groups]
+
+    def _insert_group(self, run_id: int, step: int, group: GroupRecord) -> int:
+        # Raw executes on the connection, inside the caller's transaction: this
+        # is the hot path (>= 20k trajectories/s) and needs each row's id.
+        conn = self.db.conn
+        group_id = conn.execute(_INSERT_GROUP, (
+            run_id, step, group.index, group.example_id, group.prompt,
+            _state_key(group.initial_state_key), group.judge_status, group.judge_error,
+        )).lastrowid
+        for trajectory in group.trajectories:
+            trajectory_id = conn.execute(
+                _INSERT_TRAJECTORY, self._trajectory_row(run_id, step, group_id, trajectory)
+            ).lastrowid
+            if trajectory.turns:
+                conn.executemany(_INSERT_TURN, [
+                    (trajectory_id, turn.t, _state_key(turn.state_key), turn.reward, turn.ret,
+                     turn.adv_episode, turn.adv_step, turn.advantage, turn.anchor_id,
+                     turn.anchor_size)
+                    for turn in trajectory.turns
+                ])
+        return group_id
+
+    @staticmethod
+    def _trajectory_row(run_id: int, step: int, group_id: int, t: TrajectoryRecord) -> tuple:
+        return (
+            group_id, run_id, step, t.index, dumps(t.messages, "messages"), t.completion,
+            t.prompt_tokens, t.completion_tokens, t.reward, dumps(t.components, "components"),
+            dumps(t.details, "details"), _parse_status(t.details), t.advantage,
+            t.reward_version, t.judge_score, t.judge_rank, t.judge_explanation, int(t.truncated),
+        )
+
+    @_noop_when_disabled()
+    def write_step(self, run_id: int, step: int, metrics: dict[str, Any]) -> None:
+        """Upsert the metrics of one step and advance the run's ``last_step``.
+
+        ``metrics`` is keyed by TRL names (see ``STEP_METRIC_COLUMNS``); the
+        whole dict is kept as JSON, the known ones also in columns. Writing
+        the same step again merges: new values replace old ones, others stay.
+
+        Raises:
+            ValueError: a known metric is not a number.
+        """
+        columns = [_metric(name, metrics.get(name)) for name in STEP_METRIC_COLUMNS]
+        now = time.time()
+        with self.db.atomic():
+            self.db.execute(_UPSERT_STEP, [run_id, step, dumps(metrics, "metrics"), now, *columns])
+            self.db.execute(
+                "UPDATE runs SET last_step = MAX(COALESCE(last_step, -1), ?), heartbeat_at = ? "
+                "WHERE id = ?", [step, now, run_id])
+
+    @_noop_when_disabled()
+    def write_event(self, run_id: int, kind: str, payload: dict | None = None,
+                    step: int | None = None) -> int:
+        """Record an event; return its id.
+
+        Raises:
+            ValueError: ``kind`` is not one of ``EVENT_KINDS``.
+        """
+        with self.db.atomic():
+            return self._event(run_id, kind, payload, step, time.time())
+
+    def _event(self, run_id: int, kind: str, payload: dict | None, step: int | None,
+               now: float) -> int:
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"unknown event kind {kind!r}; use one of {', '.join(EVENT_KINDS)}")
+        return self.db.execute(
+            "INSERT INTO events (run_id, step, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+            [run_id, step, kind, dumps(scrub(payload or {}), "event payload"), now],
+        ).lastrowid
+
+    @_noop_when_disabled()
+    def write_checkpoint(self, run_id: int, step: int, path: str | Path) -> int:
+        """Record a checkpoint (state after training step ``step``) and a
+        ``checkpoint`` event; return the checkpoint's id."""
+        now = time.time()
+        with self.db.atomic():
+            checkpoint_id = self.db.execute(
+                "INSERT INTO checkpoints (run_id, step, path, created_at) VALUES (?, ?, ?, ?)",
+                [run_id, step, str(path), now]).lastrowid
+            self._event(run_id, "checkpoint", {"step": step, "path": str(path)}, step, now)
+        return checkpoint_id
+
+    @_noop_when_disabled()
+    def write_reward_version(self, run_id: int, version: int, source: str,
+                             weights: dict[str, float]) -> str:
+        """Store a rubric version; return the sha256 (hex) of its UTF-8 source.
+
+        Writing the same version with the same source again is a no-op.
+
+        Raises:
+            ValueError: that version is already stored with another source.
+        """
+        sha256 = hashlib.sha256(source.encode("utf-8")).hexdigest()
+        with self.db.atomic():
+            stored = self.db.execute(
+                "SELECT sha256 FROM reward_versions WHERE run_id = ? AND version = ?",
+                [run_id, version]).fetchone()
+            if stored is None:
+                self.db.execute(
+                    "INSERT INTO reward_versions (run_id, version, sha256, source, weights, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [run_id, version, sha256, scrub_text(source), dumps(weights, "weights"),
+                     time.time()])
+            elif stored[0] != sha256:
+                raise ValueError(
+                    f"reward version {version} of run {run_id} is already stored with another "
+                    "source; give the edited rubric a new version number")
+        return sha256
+
+    @_noop_when_disabled()
+    def write_judge_call(self, run_id: int, group_id: int | None, *, request_hash: str,
+                         model: str, raw_response: str | None = None,
+                         latency_s: float | None = None, prompt_tokens: int = 0,
+                         completion_tokens: int = 0, cost_usd: float | None = None,
+                         error: str | None = None, step: int | None = None) -> int:
+        """Record one judge request (latency in seconds, cost in US dollars);
+        return its id. Text fields are scrubbed of credentials."""
+        with self.db.atomic():
+            return self.db.execute(
+                "INSERT INTO judge_calls (run_id, group_id, step, request_hash, model, "
+                "raw_response, latency_s, prompt_tokens, completion_tokens, cost_usd, error, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, group_id, step, request_hash, scrub_text(model),
+                 None if raw_response is None else scrub_text(raw_response), latency_s,
+                 prompt_tokens, completion_tokens, cost_usd,
+                 None if error is None else scrub_text(error), time.time()]).lastrowid
+
+    @_noop_when_disabled()
+    def set_status(self, run_id: int, status: str) -> None:
+        """Set the run's status; terminal statuses also set ``ended_at``.
+
+        Raises:
+            ValueError: ``status`` is not one of ``RUN_STATUSES``.
+        """
+        if status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r}; use one of {', '.join(RUN_STATUSES)}")
+        ended_at = time.time() if status in TERMINAL_STATUSES else None
+        with self.db.atomic():
+            self.db.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?",
+                            [status, ended_at, run_id])
+
+    @_noop_when_disabled()
+    def heartbeat(self, run_id: int, step: int) -> None:
+        """Note that the engine is alive at ``step`` (sets ``heartbeat_at``)."""
+        with self.db.atomic():
+            self.db.execute(
+                "UPDATE runs SET heartbeat_at = ?, last_step = MAX(COALESCE(last_step, -1), ?) "
+                "WHERE id = ?", [time.time(), step, run_id])
+
+    @_noop_when_disabled(list)
+    def poll_commands(self, run_id: int) -> list[dict]:
+        """Pending commands of the run, oldest first: dicts with ``id``,
+        ``kind``, ``payload`` (decoded) and ``created_at``."""
+        return fetch_dicts(self.db.execute(
+            "SELECT id, kind, payload, created_at FROM commands "
+            "WHERE run_id = ? AND status = 'pending' ORDER BY id", [run_id]), ("payload",))
+
+    @_noop_when_disabled()
+    def resolve_command(self, command_id: int, status: str, message: str | None = None) -> None:
+        """Mark a pending command ``applied`` or ``rejected`` (with a message
+        the TUI shows).
+
+        Raises:
+            ValueError: bad ``status``, or no pending command ``command_id``.
+        """
+        if status not in COMMAND_STATUSES[1:]:
+            raise ValueError(f"resolve a command as 'applied' or 'rejected', not {status!r}")
+        with self.db.atomic():
+            updated = self.db.execute(
+                "UPDATE commands SET status = ?, message = ?, resolved_at = ? "
+                "WHERE id = ? AND status = 'pending'",
+                [status, None if message is None else scrub_text(message), time.time(),
+                 command_id]).rowcount
+        if not updated:
+            raise ValueError(f"no pending command with id {command_id}")
+
+    def _run(self, run_id: int) -> dict:
+        run = fetch_dict(self.db.execute("SELECT * FROM runs WHERE id = ?", [run_id]), _RUN_JSON)
+        if run is None:
+            raise KeyError(f"no run with id {run_id} in {self.path}; list them with `rlab runs`")
+        return run
