@@ -1,0 +1,568 @@
+"""RULER judge: one LLM call scores a whole group of trajectories.
+
+RULER (Relative Universal LLM-Elicited Rewards, OpenPipe ART, 2025): the
+judge sees all G trajectories of a group side by side and gives each a score
+in [0, 1]; GRPO only needs scores that rank well *within* a group. The
+messages every trajectory shares at its start are sent once, as context; each
+trajectory's remainder is tagged with its id ("1" .. "G"). The answer is
+``{"scores": [{"trajectory_id": "1", "explanation": "...", "score": 0.0}]}``.
+
+Works against any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM's
+``vllm serve``, Ollama, llama.cpp's server) through ``openai.AsyncOpenAI``.
+Robustness rules (see :class:`RulerJudge`): scores are matched by
+trajectory_id, never by position; out-of-range scales are rescaled by a fixed
+rule (:func:`normalize_scores`); prose around the JSON is tolerated; bad
+answers and transient HTTP errors are retried with backoff; a group that
+still fails comes back with ``scores=None`` and an error, never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from engine.judge_cache import JudgeCache, default_cache_dir, request_hash
+
+Message = dict[str, Any]
+
+#: Default grading standards (the rubric); replace it with ``rubric=``.
+DEFAULT_RUBRIC = """\
+- A trajectory that reaches the goal must score clearly higher than one that does not.
+- Between two that reach it, the one that does so more directly, correctly and \
+helpfully scores higher.
+- Score differences should match quality differences: small gaps for slightly \
+better, large gaps for much better.
+- Partial progress toward the goal earns partial credit."""
+
+_INSTRUCTIONS = """\
+You are judging trajectories that were all given the same goal. Read each one \
+and give it a score between 0 and 1 (1 is best) with a short explanation. \
+Compare the trajectories with one another: what matters is that better \
+trajectories get higher scores. Infer the goal from the context.
+
+Grading standards:
+{rubric}"""
+
+_ANSWER_IN_PROMPT = """\
+Answer with only a JSON object, no other text, of exactly this form, with one \
+entry per trajectory id and each score between 0 and 1:
+{{"scores": [{{"trajectory_id": "1", "explanation": "...", "score": 0.0}}]}}
+The JSON schema of the answer: {schema}"""
+
+#: HTTP statuses worth another try (as the openai client's own retry rule).
+_RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+class ScoredTrajectory(BaseModel):
+    """The score of one trajectory (the docstrings and descriptions of these
+    models go to the judge inside the JSON schema)."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    trajectory_id: str = Field(description="The id of the trajectory, as tagged.")
+    explanation: str = Field(description="A short reason for the score.")
+    score: float = Field(description="Between 0 and 1; higher is better.")
+
+    @field_validator("trajectory_id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: Any) -> Any:
+        # Judges often answer 1 for "1"; ids are compared as stripped text.
+        return str(value).strip() if isinstance(value, (int, str)) else value
+
+
+class JudgeAnswer(BaseModel):
+    """One score per trajectory of the group."""
+
+    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
+
+    scores: list[ScoredTrajectory]
+
+
+class JudgeAnswerError(ValueError):
+    """The judge's text is not a usable answer (retried by :class:`RulerJudge`)."""
+
+
+@dataclass
+class JudgeResult:
+    """Outcome of one :meth:`RulerJudge.score_group` call.
+
+    Attributes:
+        scores: one float in [0, 1] per trajectory, in input order; None when
+            the call failed.
+        explanations: the judge's explanation per trajectory (input order);
+            empty when the call failed.
+        error: None on success, else what went wrong (after the last retry).
+        raw: the judge's last raw answer text ("" if none arrived).
+        model: the judge model name.
+        request_hash: sha256 of the last request (the cache key).
+        attempts: HTTP requests made (0 for a cache hit).
+        latency_s: wall-clock seconds of the whole call, retries and backoff
+            included.
+        prompt_tokens / completion_tokens: usage summed over all attempts
+            (failed ones were billed too); 0 for a cache hit.
+        cost_usd: from the price table, summed over attempts; None when the
+            model has no price; 0.0 for a cache hit.
+        cached: the answer came from the disk cache.
+        scale: the scale the judge answered on (1, 10 or 100; see
+            :func:`normalize_scores`); None when the call failed.
+        attempt_errors: one message per failed attempt, oldest first.
+    """
+
+    scores: list[float] | None
+    explanations: list[str]
+    error: str | None
+    raw: str
+    model: str
+    request_hash: str
+    attempts: int = 0
+    latency_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    cached: bool = False
+    scale: int | None = None
+    attempt_errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every trajectory got a score."""
+        return self.scores is not None
+
+    @property
+    def status(self) -> str:
+        """``"ok"`` or ``"judge_failed"`` (the group status the store records)."""
+        return "ok" if self.ok else "judge_failed"
+
+    @property
+    def ranks(self) -> list[int] | None:
+        """Competition ranks in input order: 1 is best, ties share the best
+        rank ("1224"); None when the call failed."""
+        if self.scores is None:
+            return None
+        return [1 + sum(other > s for other in self.scores) for s in self.scores]
+
+
+def validate_trajectories(trajectories: Sequence[Sequence[Message]]) -> None:
+    """Check the input of :meth:`RulerJudge.score_group`.
+
+    Raises:
+        ValueError: the group is empty, a trajectory is empty, or a message is
+            not a dict with a ``role`` (OpenAI-style messages are expected).
+    """
+    if not trajectories:
+        raise ValueError("score_group needs at least one trajectory; got an empty group")
+    for i, trajectory in enumerate(trajectories):
+        if isinstance(trajectory, (str, bytes)) or not trajectory:
+            raise ValueError(
+                f"trajectory {i} must be a non-empty list of message dicts, got {trajectory!r:.80}"
+            )
+        for j, message in enumerate(trajectory):
+            if not isinstance(message, Mapping) or "role" not in message:
+                raise ValueError(
+                    f"trajectory {i}, message {j} must be a dict with 'role' and 'content', "
+                    f"got {message!r:.80}"
+                )
+
+
+def shared_prefix_length(trajectories: Sequence[Sequence[Message]]) -> int:
+    """Number of leading messages all trajectories share (compared as dicts).
+
+    Capped at the shortest trajectory's length minus one, so every trajectory
+    keeps at least its last message in its own tagged part.
+    """
+    limit = min(len(t) for t in trajectories) - 1
+    n = 0
+    while n < limit and all(t[n] == trajectories[0][n] for t in trajectories):
+        n += 1
+    return n
+
+
+def _as_lines(messages: Sequence[Message]) -> str:
+    return "\n".join(json.dumps(dict(m), ensure_ascii=False) for m in messages)
+
+
+def build_judge_messages(
+    trajectories: Sequence[Sequence[Message]], rubric: str, *, answer_in_prompt: bool
+) -> list[Message]:
+    """The judge's chat messages for one group (RULER's prompt layout).
+
+    A system message holds the instructions and the rubric; the user message
+    holds the shared leading messages once in ``<context>``, then each
+    trajectory's remainder in ``<trajectory id="k">`` (k = 1..G, input order),
+    one JSON message per line. With ``answer_in_prompt`` the answer's JSON form
+    is also spelled out in the prompt (for servers without JSON-schema output).
+    """
+    prefix = shared_prefix_length(trajectories)
+    parts = []
+    if prefix:
+        parts.append(f"<context>\n{_as_lines(trajectories[0][:prefix])}\n</context>")
+    parts.append("Trajectories:")
+    for k, trajectory in enumerate(trajectories, start=1):
+        parts.append(f'<trajectory id="{k}">\n{_as_lines(trajectory[prefix:])}\n</trajectory>')
+    if answer_in_prompt:
+        schema = json.dumps(JudgeAnswer.model_json_schema(), separators=(",", ":"))
+        parts.append(_ANSWER_IN_PROMPT.format(schema=schema))
+    return [
+        {"role": "system", "content": _INSTRUCTIONS.format(rubric=rubric)},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def response_format() -> dict[str, Any]:
+    """The ``response_format`` asking for a :class:`JudgeAnswer` (strict JSON schema)."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "ruler_scores",
+            "strict": True,
+            "schema": JudgeAnswer.model_json_schema(),
+        },
+    }
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The last JSON object in ``text`` that has a ``scores`` key.
+
+    Tolerates prose, code fences and reasoning before or after the JSON: every
+    ``{`` is tried with ``json.JSONDecoder.raw_decode``; the last decodable
+    object wins because reasoning comes before the final answer.
+
+    Raises:
+        JudgeAnswerError: no such object in ``text``.
+    """
+    decoder = json.JSONDecoder()
+    found = None
+    pos = text.find("{")
+    while pos != -1:
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(value, dict) and "scores" in value:
+            found = value
+            pos = text.find("{", end)
+        else:
+            pos = text.find("{", pos + 1)
+    if found is None:
+        raise JudgeAnswerError(f"no JSON object with 'scores' in the answer: {text[:200]!r}")
+    return found
+
+
+def normalize_scores(scores: Sequence[float]) -> tuple[list[float], int]:
+    """Bring a group's scores into [0, 1]; returns (scores, scale).
+
+    The rule (applied to the whole group, so the ranking never changes):
+    all scores in [0, 1] -> kept (scale 1); else all in [0, 10] -> divided by
+    10 (a 0-10 scale); else all in [0, 100] -> divided by 100 (a percentage).
+    A group whose scores are all in [0, 1] is always read as scale 1, even if
+    the judge meant 0-10 and gave only 0s and 1s.
+
+    Raises:
+        JudgeAnswerError: a score is negative, above 100, NaN or infinite.
+    """
+    bad = [s for s in scores if not math.isfinite(s) or s < 0 or s > 100]
+    if bad:
+        raise JudgeAnswerError(f"scores must be in [0, 1] (or a 0-10/0-100 scale); got {bad}")
+    top = max(scores, default=0.0)
+    scale = 1 if top <= 1 else 10 if top <= 10 else 100
+    return [s / scale for s in scores], scale
+
+
+def parse_answer(text: str | None, ids: Sequence[str]) -> tuple[list[float], list[str], int]:
+    """Scores and explanations in the order of ``ids``, and the scale used.
+
+    Entries are matched by trajectory_id, never by position.
+
+    Raises:
+        JudgeAnswerError: no JSON answer, wrong shape, an empty ``scores``
+            list, a missing, unknown or repeated id, or an out-of-range score.
+    """
+    if not text:
+        raise JudgeAnswerError("the judge returned no text")
+    try:
+        answer = JudgeAnswer.model_validate(extract_json_object(text))
+    except ValidationError as exc:
+        raise JudgeAnswerError(f"answer does not match the schema: {exc.errors()[:3]}") from exc
+    if not answer.scores:
+        raise JudgeAnswerError('the judge returned an empty list ({"scores": []})')
+    by_id: dict[str, ScoredTrajectory] = {}
+    for entry in answer.scores:
+        if entry.trajectory_id in by_id:
+            raise JudgeAnswerError(f"trajectory_id {entry.trajectory_id!r} is scored twice")
+        by_id[entry.trajectory_id] = entry
+    missing = [i for i in ids if i not in by_id]
+    unknown = sorted(set(by_id) - set(ids))
+    if missing or unknown:
+        raise JudgeAnswerError(f"trajectory ids missing: {missing}, unknown: {unknown}")
+    scores, scale = normalize_scores([by_id[i].score for i in ids])
+    return scores, [by_id[i].explanation for i in ids], scale
+
+
+def _refuses_response_format(exc: openai.APIStatusError) -> bool:
+    # vLLM, llama.cpp and older servers answer 400/422 naming the parameter.
+    text = f"{exc.message} {exc.body}".lower()
+    return exc.status_code in (400, 422) and ("response_format" in text or "json_schema" in text)
+
+
+def _is_transient(exc: Exception) -> bool:
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    return isinstance(exc, openai.APIStatusError) and (
+        exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
+    )
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "request timed out"
+    if isinstance(exc, openai.APIStatusError):
+        # the client prefixes "Error code: N - "; the server's own message is in the body
+        body = exc.body if isinstance(exc.body, dict) else {}
+        return f"HTTP {exc.status_code}: {body.get('message') or exc.message}"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"connection failed: {exc.__cause__ or exc}"
+    return str(exc)
+
+
+def _retry_after_s(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Tally:
+    """What one score_group call has spent and seen so far."""
+
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    raw: str = ""
+    key: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+class RulerJudge:
+    """Scores groups of trajectories with one Chat Completions call per group.
+
+    Args:
+        model: the judge model name as the server knows it (e.g.
+            ``"gpt-4.1-mini"``, ``"Qwen/Qwen2.5-7B-Instruct"``, ``"qwen2.5:7b"``).
+        base_url: the server's OpenAI-compatible base URL (e.g.
+            ``http://localhost:8000/v1`` for vLLM, ``http://localhost:11434/v1``
+            for Ollama); None means OpenAI (or ``$OPENAI_BASE_URL``).
+        api_key: None falls back to ``$OPENAI_API_KEY``, then to ``"EMPTY"``
+            (local servers need no key). It is never logged nor put in results.
+        rubric: grading standards in plain text; None uses :data:`DEFAULT_RUBRIC`.
+        max_retries: retries after the first attempt (so up to max_retries + 1
+            requests) for HTTP 408/409/429/5xx, time-outs, connection errors
+            and unusable answers. Other HTTP errors (401, 404, ...) fail at once.
+        timeout_s: per-request time-out, seconds.
+        prices: model -> (USD per 1M input tokens, USD per 1M output tokens);
+            without an entry for ``model`` the cost is None.
+        cache_dir: where answers are cached; None is
+            :func:`engine.judge_cache.default_cache_dir`.
+        use_cache: False skips the disk cache entirely.
+        backoff_base_s / backoff_max_s: the k-th retry waits
+            ``min(backoff_max_s, backoff_base_s * 2**(k-1)) * U(1, 2)`` seconds
+            (exponential backoff with jitter), or the server's ``Retry-After``
+            when that is larger, capped at ``backoff_max_s``.
+
+    If the server rejects the JSON-schema ``response_format`` (HTTP 400/422
+    naming it), the judge switches, for the rest of its life, to asking for
+    the JSON in the prompt and re-sends at once; that switch does not use up
+    a retry.
+
+    Raises:
+        ValueError: ``max_retries`` < 0, ``timeout_s`` <= 0 or an empty model.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        rubric: str | None = None,
+        max_retries: int = 3,
+        timeout_s: float = 60.0,
+        *,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        use_cache: bool = True,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+    ) -> None:
+        if not model:
+            raise ValueError("model must name the judge model, e.g. 'gpt-4.1-mini'")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+        self.model = model
+        self.base_url = base_url
+        self.rubric = rubric if rubric is not None else DEFAULT_RUBRIC
+        self.max_retries = max_retries
+        self.timeout_s = timeout_s
+        self.prices = dict(prices or {})
+        self.cache = JudgeCache(cache_dir or default_cache_dir()) if use_cache else None
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.use_response_format = True
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self._random = random.Random()
+
+    def __repr__(self) -> str:
+        return f"RulerJudge(model={self.model!r}, base_url={self.base_url!r})"
+
+    def score_group_sync(self, trajectories: Sequence[Sequence[Message]]) -> JudgeResult:
+        """:meth:`score_group` for synchronous callers (runs its own event loop;
+        do not call it from inside a running loop)."""
+        return asyncio.run(self.score_group(trajectories))
+
+    def _request(self, trajectories: Sequence[Sequence[Message]]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": build_judge_messages(
+                trajectories, self.rubric, answer_in_prompt=not self.use_response_format
+            ),
+        }
+        if self.use_response_format:
+            request["response_format"] = response_format()
+        return request
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        if self.model not in self.prices:
+            return None
+        per_input, per_output = self.prices[self.model]
+        return (prompt_tokens * per_input + completion_tokens * per_output) / 1e6
+
+    def _backoff_s(self, failures: int, exc: Exception | None) -> float:
+        delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (failures - 1))
+        delay *= 1.0 + self._random.random()
+        hinted = _retry_after_s(exc) if exc is not None else None
+        return min(self.backoff_max_s, max(delay, hinted or 0.0))
+
+    def _from_cache(self, key: str) -> JudgeResult | None:
+        entry = self.cache.get(key) if self.cache is not None else None
+        if entry is None:
+            return None
+        return JudgeResult(
+            scores=entry["scores"],
+            explanations=entry["explanations"],
+            error=None,
+            raw=entry["raw"],
+            model=self.model,
+            request_hash=key,
+            cached=True,
+            scale=entry["scale"],
+        )
+
+    async def score_group(self, trajectories: Sequence[Sequence[Message]]) -> JudgeResult:
+        """Score one group; never raises for judge or network failures.
+
+        Args:
+            trajectories: G trajectories, each a list of OpenAI-style message
+                dicts (``{"role": ..., "content": ...}``); typically the same
+                system/user messages followed by different assistant replies.
+
+        Returns:
+            A :class:`JudgeResult`; on failure after the last retry,
+            ``scores`` is None and ``error`` says why (status ``judge_failed``).
+
+        Raises:
+            ValueError: malformed input (see :func:`validate_trajectories`).
+        """
+        validate_trajectories(trajectories)
+        started = time.perf_counter()
+        tally = _Tally()
+        async with openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+        ) as client:
+            result = await self._until_done(client, trajectories, tally)
+        if result is None:
+            result = JudgeResult(
+                scores=None,
+                explanations=[],
+                error=f"judge failed after {tally.attempts} attempt(s): {tally.errors[-1]}",
+                raw=tally.raw,
+                model=self.model,
+                request_hash=tally.key,
+            )
+        result.attempts = tally.attempts
+        result.latency_s = time.perf_counter() - started
+        result.prompt_tokens = tally.prompt_tokens
+        result.completion_tokens = tally.completion_tokens
+        result.cost_usd = self._cost(tally.prompt_tokens, tally.completion_tokens)
+        result.attempt_errors = tally.errors
+        return result
+
+    async def _until_done(
+        self, client: openai.AsyncOpenAI, trajectories: Sequence[Sequence[Message]], tally: _Tally
+    ) -> JudgeResult | None:
+        """Attempts with backoff until an answer, a cache hit, a permanent
+        error or the last retry; None means failed (reasons in ``tally``)."""
+        failures = 0
+        while True:
+            request = self._request(trajectories)
+            tally.key = request_hash({**request, "rubric": self.rubric})
+            if (hit := self._from_cache(tally.key)) is not None:
+                return hit
+            try:
+                return await self._attempt(client, request, len(trajectories), tally)
+            except openai.APIStatusError as exc:
+                if self.use_response_format and _refuses_response_format(exc):
+                    self.use_response_format = False
+                    tally.errors.append(f"{_describe(exc)} (re-sent asking for JSON in the prompt)")
+                    continue
+                tally.errors.append(_describe(exc))
+                if not _is_transient(exc):
+                    return None
+                failure: Exception = exc
+            except (openai.APIConnectionError, JudgeAnswerError) as exc:
+                tally.errors.append(_describe(exc))
+                failure = exc
+            failures += 1
+            if failures > self.max_retries:
+                return None
+            await asyncio.sleep(self._backoff_s(failures, failure))
+
+    async def _attempt(
+        self, client: openai.AsyncOpenAI, request: dict[str, Any], group_size: int, tally: _Tally
+    ) -> JudgeResult:
+        """One request; raises openai errors or :class:`JudgeAnswerError`."""
+        tally.attempts += 1
+        response = await client.chat.completions.create(**request)
+        if response.usage is not None:
+            tally.prompt_tokens += response.usage.prompt_tokens or 0
+            tally.completion_tokens += response.usage.completion_tokens or 0
+        tally.raw = (response.choices[0].message.content or "") if response.choices else ""
+        ids = [str(k) for k in range(1, group_size + 1)]
+        scores, explanations, scale = parse_answer(tally.raw, ids)
+        if self.cache is not None:
+            entry = {"scores": scores, "explanations": explanations, "raw": tally.raw,
+                     "scale": scale, "model": self.model}
+            self.cache.put(tally.key, entry)
+        return JudgeResult(
+            scores=scores,
+            explanations=explanations,
+            error=None,
+            raw=tally.raw,
+            model=self.model,
+            request_hash=tally.key,
+            scale=scale,
+        )

@@ -1,0 +1,237 @@
+"""RulerJudge against a real Chat Completions server on 127.0.0.1."""
+
+import json
+
+import pytest
+from judge_server import ChatCompletionsServer, Reply, scores_json
+
+from engine.judge import DEFAULT_RUBRIC, RulerJudge
+
+SYSTEM = {"role": "system", "content": "You answer customer emails for Northwind Home."}
+USER = {"role": "user", "content": "My kettle arrived broken. What now?"}
+GROUP = [
+    [SYSTEM, USER, {"role": "assistant", "content": "Sorry! A replacement ships today."}],
+    [SYSTEM, USER, {"role": "assistant", "content": "Not our problem."}],
+    [SYSTEM, USER, {"role": "assistant", "content": "Please send a photo and we will refund you."}],
+]
+SECRET = "sk-test-do-not-leak"
+
+
+def make_judge(server, tmp_path, **overrides):
+    options = dict(model="judge-test", base_url=server.base_url, api_key=SECRET,
+                   timeout_s=0.5, backoff_base_s=0.01, backoff_max_s=0.05,
+                   use_cache=False, cache_dir=tmp_path / "cache")
+    options.update(overrides)
+    return RulerJudge(**options)
+
+
+async def judge_once(replies, tmp_path, *, reject_response_format=False, **overrides):
+    with ChatCompletionsServer(replies, reject_response_format=reject_response_format) as server:
+        result = await make_judge(server, tmp_path, **overrides).score_group(GROUP)
+    return result, server
+
+
+async def test_valid_answer_and_prompt_layout(tmp_path):
+    answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
+    result, server = await judge_once([Reply(content=answer)], tmp_path)
+    assert result.ok and result.status == "ok"
+    assert result.scores == pytest.approx([0.9, 0.1, 0.6])
+    assert result.explanations == ["ok 1", "ok 2", "ok 3"]
+    assert result.ranks == [1, 3, 2]
+    assert (result.attempts, result.prompt_tokens, result.completion_tokens) == (1, 100, 20)
+    assert result.error is None and result.raw == answer and result.scale == 1
+    assert result.cost_usd is None and not result.cached
+    assert result.latency_s > 0
+
+    (body,) = server.requests
+    assert body["model"] == "judge-test"
+    assert body["response_format"]["type"] == "json_schema"
+    system, user = body["messages"]
+    assert DEFAULT_RUBRIC in system["content"]
+    prompt = user["content"]
+    # the shared prefix is sent once, as context; each remainder is tagged
+    assert prompt.count(SYSTEM["content"]) == 1 and prompt.count(USER["content"]) == 1
+    assert prompt.index("<context>") < prompt.index('<trajectory id="1">')
+    for k, trajectory in enumerate(GROUP, start=1):
+        tagged = prompt.split(f'<trajectory id="{k}">')[1].split("</trajectory>")[0]
+        assert json.loads(tagged.strip()) == trajectory[-1]
+    assert server.headers[0]["authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in repr(result) and SECRET not in repr(make_judge(server, tmp_path))
+
+
+async def test_scores_matched_by_id_not_position(tmp_path):
+    answer = json.dumps({"scores": [
+        {"trajectory_id": "3", "explanation": "photo", "score": 0.5},
+        {"trajectory_id": 1, "explanation": "replacement", "score": 1.0},
+        {"trajectory_id": "2", "explanation": "rude", "score": 0.0},
+    ]})
+    result, _ = await judge_once([Reply(content=answer)], tmp_path)
+    assert result.scores == [1.0, 0.0, 0.5]
+    assert result.explanations == ["replacement", "rude", "photo"]
+
+
+async def test_missing_id_is_retried(tmp_path):
+    replies = [Reply(content=scores_json({"1": 0.9, "3": 0.2})),
+               Reply(content=scores_json({"1": 0.9, "2": 0.1, "3": 0.2}))]
+    result, server = await judge_once(replies, tmp_path)
+    assert result.scores == pytest.approx([0.9, 0.1, 0.2])
+    assert result.attempts == 2 and len(server.requests) == 2
+    assert "missing: ['2']" in result.attempt_errors[0]
+    assert result.prompt_tokens == 200  # the failed attempt was billed too
+
+
+async def test_missing_id_until_retries_run_out(tmp_path):
+    result, server = await judge_once([Reply(content=scores_json({"1": 0.9}))], tmp_path,
+                                      max_retries=1)
+    assert result.scores is None and result.status == "judge_failed"
+    assert "missing: ['2', '3']" in result.error and len(server.requests) == 2
+    assert result.raw == scores_json({"1": 0.9})
+
+
+@pytest.mark.parametrize(("given", "scale"), [((8, 3, 10), 10), ((85, 30, 100), 100)])
+async def test_out_of_range_scales_are_rescaled(tmp_path, given, scale):
+    answer = scores_json(dict(zip("123", given)))
+    result, _ = await judge_once([Reply(content=answer)], tmp_path)
+    assert result.scale == scale
+    assert result.scores == pytest.approx([g / scale for g in given])
+
+
+async def test_negative_score_is_invalid(tmp_path):
+    result, server = await judge_once([Reply(content=scores_json({"1": -1, "2": 0, "3": 1}))],
+                                      tmp_path, max_retries=0)
+    assert result.scores is None and "got [-1.0]" in result.error and len(server.requests) == 1
+
+
+async def test_prose_and_fences_around_json(tmp_path):
+    answer = ("Let me compare {the three} replies.\n```json\n"
+              + scores_json({"1": 0.8, "2": 0.0, "3": 0.5})
+              + "\n```\nHope this helps! {not json}")
+    result, _ = await judge_once([Reply(content=answer)], tmp_path)
+    assert result.scores == pytest.approx([0.8, 0.0, 0.5]) and result.attempts == 1
+
+
+async def test_invalid_json_is_retried_then_reported(tmp_path):
+    broken = '{"scores": [{"trajectory_id": "1", "score": 0.5,'
+    result, _ = await judge_once([Reply(content=broken), Reply(content=scores_json(
+        {"1": 0.5, "2": 0.2, "3": 0.1}))], tmp_path)
+    assert result.ok and result.attempts == 2
+    assert "no JSON object" in result.attempt_errors[0]
+
+    result, server = await judge_once([Reply(content=broken)], tmp_path, max_retries=2)
+    assert result.scores is None and len(server.requests) == 3
+    assert "judge failed after 3 attempt(s): no JSON object" in result.error
+    assert result.raw == broken
+
+
+async def test_rate_limit_then_success(tmp_path):
+    replies = [Reply(status=429, error="Rate limit reached", headers={"retry-after": "0.02"}),
+               Reply(content=scores_json({"1": 0.7, "2": 0.3, "3": 0.5}))]
+    result, server = await judge_once(replies, tmp_path)
+    assert result.ok and result.attempts == 2 and len(server.requests) == 2
+    assert result.attempt_errors == ["HTTP 429: Rate limit reached"]
+
+
+async def test_server_error_until_retries_run_out(tmp_path):
+    result, server = await judge_once([Reply(status=500, error="model crashed")], tmp_path,
+                                      max_retries=2)
+    assert result.scores is None and result.explanations == []
+    assert len(server.requests) == 3 and result.attempts == 3
+    assert result.error == "judge failed after 3 attempt(s): HTTP 500: model crashed"
+    assert len(result.attempt_errors) == 3
+
+
+async def test_time_out_is_retried(tmp_path):
+    slow = Reply(content=scores_json({"1": 1, "2": 0, "3": 0}), delay_s=1.0)
+    result, server = await judge_once([slow], tmp_path, timeout_s=0.2, max_retries=1)
+    assert result.scores is None and "timed out" in result.error
+    assert len(server.requests) == 2 and result.latency_s < 1.0
+
+    fast = Reply(content=scores_json({"1": 1, "2": 0, "3": 0.5}))
+    result, _ = await judge_once([slow, fast], tmp_path, timeout_s=0.2)
+    assert result.scores == [1.0, 0.0, 0.5] and result.attempts == 2
+
+
+async def test_empty_scores_list(tmp_path):
+    result, server = await judge_once([Reply(content='{"scores": []}')], tmp_path,
+                                      max_retries=1)
+    assert result.scores is None and "empty list" in result.error
+    assert len(server.requests) == 2
+
+
+async def test_server_rejecting_response_format_falls_back_to_prompt(tmp_path):
+    answer = scores_json({"1": 0.9, "2": 0.0, "3": 0.4})
+    with ChatCompletionsServer([Reply(content=answer)], reject_response_format=True) as server:
+        judge = make_judge(server, tmp_path)
+        result = await judge.score_group(GROUP)
+        again = await judge.score_group(GROUP)
+    assert result.scores == pytest.approx([0.9, 0.0, 0.4]) and again.ok
+    assert result.attempts == 2 and "response_format" in result.attempt_errors[0]
+    assert "response_format" in server.requests[0]
+    assert "response_format" not in server.requests[1]
+    assert '"trajectory_id"' in server.requests[1]["messages"][1]["content"]
+    # the switch sticks: the second group is sent once, without response_format
+    assert len(server.requests) == 3 and "response_format" not in server.requests[2]
+
+
+async def test_permanent_http_error_fails_at_once(tmp_path):
+    result, server = await judge_once([Reply(status=401, error="Incorrect API key")], tmp_path)
+    assert result.error == "judge failed after 1 attempt(s): HTTP 401: Incorrect API key"
+    assert len(server.requests) == 1
+
+
+async def test_answers_are_cached_and_failures_are_not(tmp_path):
+    answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
+    with ChatCompletionsServer([Reply(status=500), Reply(content=answer)]) as server:
+        judge = make_judge(server, tmp_path, max_retries=0, use_cache=True)
+        failed = await judge.score_group(GROUP)
+        first = await judge.score_group(GROUP)
+        second = await make_judge(server, tmp_path, use_cache=True).score_group(GROUP)
+    assert failed.scores is None and first.ok and len(server.requests) == 2
+    assert second.cached and second.attempts == 0 and second.prompt_tokens == 0
+    assert second.scores == first.scores and second.raw == answer
+    assert second.request_hash == first.request_hash == failed.request_hash
+    assert (tmp_path / "cache" / f"{first.request_hash}.json").is_file()
+
+
+async def test_cache_key_depends_on_rubric(tmp_path):
+    answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
+    with ChatCompletionsServer([Reply(content=answer)]) as server:
+        first = await make_judge(server, tmp_path, use_cache=True).score_group(GROUP)
+        other = await make_judge(server, tmp_path, use_cache=True, rubric="Be terse.").score_group(
+            GROUP)
+    assert not other.cached and other.request_hash != first.request_hash
+    assert "Be terse." in server.requests[1]["messages"][0]["content"]
+
+
+async def test_cost_from_price_table(tmp_path):
+    answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
+    result, _ = await judge_once([Reply(content=answer, usage=(1000, 200))], tmp_path,
+                                 prices={"judge-test": (2.0, 8.0)})
+    assert result.cost_usd == pytest.approx((1000 * 2.0 + 200 * 8.0) / 1e6)
+
+
+@pytest.mark.parametrize(("env_key", "sent"), [("sk-from-env", "sk-from-env"), (None, "EMPTY")])
+async def test_api_key_fallback(tmp_path, monkeypatch, env_key, sent):
+    if env_key is None:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
+    _, server = await judge_once([Reply(content=answer)], tmp_path, api_key=None)
+    assert server.headers[0]["authorization"] == f"Bearer {sent}"
+
+
+def test_sync_wrapper(tmp_path):
+    answer = scores_json({"1": 0.2, "2": 0.4, "3": 0.6})
+    with ChatCompletionsServer([Reply(content=answer)]) as server:
+        result = make_judge(server, tmp_path).score_group_sync(GROUP)
+    assert result.scores == pytest.approx([0.2, 0.4, 0.6])
+
+
+def test_bad_arguments_are_named(tmp_path):
+    with pytest.raises(ValueError, match="max_retries"):
+        RulerJudge("m", max_retries=-1)
+    with pytest.raises(ValueError, match="timeout_s"):
+        RulerJudge("m", timeout_s=0)
+    with pytest.raises(ValueError, match="model"):
+        RulerJudge("")

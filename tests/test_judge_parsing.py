@@ -1,0 +1,96 @@
+"""The judge's prompt layout and answer parsing, without a server."""
+
+import json
+
+import pytest
+
+from engine.judge import (
+    JudgeAnswerError,
+    JudgeResult,
+    build_judge_messages,
+    extract_json_object,
+    normalize_scores,
+    parse_answer,
+    shared_prefix_length,
+    validate_trajectories,
+)
+
+S = {"role": "system", "content": "s"}
+U = {"role": "user", "content": "u"}
+
+
+def entry(k, score, explanation="why"):
+    return {"trajectory_id": k, "explanation": explanation, "score": score}
+
+
+def test_shared_prefix_is_capped_so_each_trajectory_keeps_a_message():
+    a = [S, U, {"role": "assistant", "content": "a"}]
+    b = [S, U, {"role": "assistant", "content": "b"}]
+    assert shared_prefix_length([a, b]) == 2
+    assert shared_prefix_length([a, a]) == 2  # identical: the last message stays tagged
+    assert shared_prefix_length([a]) == 2
+    assert shared_prefix_length([[S, {"role": "user", "content": "x"}], [S, U]]) == 1
+
+
+def test_no_context_block_without_a_shared_prefix():
+    group = [[{"role": "user", "content": "p"}], [{"role": "user", "content": "q"}]]
+    system, user = build_judge_messages(group, "R", answer_in_prompt=False)
+    assert "<context>" not in user["content"] and "R" in system["content"]
+    assert '<trajectory id="2">\n{"role": "user", "content": "q"}\n</trajectory>' in user["content"]
+    assert "JSON schema" not in user["content"]
+
+
+def test_extract_takes_last_scores_object_and_ignores_other_braces():
+    first = json.dumps({"scores": [entry("1", 0.1)]})
+    last = json.dumps({"scores": [entry("1", 0.9)]})
+    text = f"thinking {{x}} {first} then {{\"note\": 1}} final: {last} bye {{"
+    assert extract_json_object(text)["scores"][0]["score"] == 0.9
+    with pytest.raises(JudgeAnswerError, match="no JSON object"):
+        extract_json_object('{"score": 1}')
+
+
+def test_normalize_rule():
+    assert normalize_scores([0.0, 1.0, 0.5]) == ([0.0, 1.0, 0.5], 1)
+    assert normalize_scores([1.0, 1.0]) == ([1.0, 1.0], 1)  # ambiguous: read as 0-1
+    assert normalize_scores([7, 2.5]) == ([0.7, 0.25], 10)
+    assert normalize_scores([10.5, 100]) == ([0.105, 1.0], 100)
+    for bad in ([-0.1, 0.5], [101, 3], [float("nan"), 0.2], [float("inf")]):
+        with pytest.raises(JudgeAnswerError, match="scores must be in"):
+            normalize_scores(bad)
+
+
+def test_parse_rejects_duplicates_unknown_ids_and_wrong_shapes():
+    ids = ["1", "2"]
+    twice = json.dumps({"scores": [entry("1", 1), entry("1", 0), entry("2", 0)]})
+    with pytest.raises(JudgeAnswerError, match="scored twice"):
+        parse_answer(twice, ids)
+    extra = json.dumps({"scores": [entry("1", 1), entry("2", 0), entry("7", 0)]})
+    with pytest.raises(JudgeAnswerError, match=r"unknown: \['7'\]"):
+        parse_answer(extra, ids)
+    with pytest.raises(JudgeAnswerError, match="schema"):
+        parse_answer('{"scores": [{"trajectory_id": "1"}]}', ids)
+    with pytest.raises(JudgeAnswerError, match="no text"):
+        parse_answer(None, ids)
+
+
+def test_parse_accepts_integer_ids_and_padded_ids():
+    text = json.dumps({"scores": [entry(2, 0.25), entry(" 1 ", 0.75)]})
+    assert parse_answer(text, ["1", "2"]) == ([0.75, 0.25], ["why", "why"], 1)
+
+
+def test_validate_names_the_bad_part():
+    with pytest.raises(ValueError, match="empty group"):
+        validate_trajectories([])
+    with pytest.raises(ValueError, match="trajectory 1 must be a non-empty list"):
+        validate_trajectories([[U], []])
+    with pytest.raises(ValueError, match="trajectory 0, message 1"):
+        validate_trajectories([[U, "hello"]])
+
+
+def test_ranks_share_the_best_rank_on_ties():
+    result = JudgeResult(scores=[0.5, 0.9, 0.5, 0.1], explanations=[], error=None, raw="",
+                         model="m", request_hash="")
+    assert result.ranks == [2, 1, 2, 4]
+    failed = JudgeResult(scores=None, explanations=[], error="x", raw="", model="m",
+                         request_hash="")
+    assert failed.ranks is None and failed.status == "judge_failed"
