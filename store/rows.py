@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from typing import Any
 
 
 def _builtin(value: Any) -> Any:
-    """JSON fallback: numpy scalars via ``.item()``, anything else via ``str``."""
+    """JSON fallback: numpy scalars via ``.item()``, paths as strings."""
     item = getattr(value, "item", None)
-    return item() if callable(item) else str(value)
+    if callable(item):
+        return item()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
 
 
 def dumps(value: Any, what: str) -> str:
