@@ -324,15 +324,23 @@ def _is_transient(exc: Exception) -> bool:
     )
 
 
+#: What to do about the permanent HTTP errors people hit first.
+_FIXES = {
+    401: " (fix: pass api_key or set OPENAI_API_KEY)",
+    404: " (fix: check base_url, which ends in /v1, and the model name the server serves)",
+}
+
+
 def _describe(exc: Exception) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return "request timed out"
     if isinstance(exc, openai.APIStatusError):
         # the client prefixes "Error code: N - "; the server's own message is in the body
         body = exc.body if isinstance(exc.body, dict) else {}
-        return f"HTTP {exc.status_code}: {body.get('message') or exc.message}"
+        message = body.get("message") or exc.message
+        return f"HTTP {exc.status_code}: {message}{_FIXES.get(exc.status_code, '')}"
     if isinstance(exc, openai.APIConnectionError):
-        return f"connection failed: {exc.__cause__ or exc}"
+        return f"connection failed (is the judge server up at base_url?): {exc.__cause__ or exc}"
     return str(exc)
 
 

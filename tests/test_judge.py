@@ -175,8 +175,17 @@ async def test_server_rejecting_response_format_falls_back_to_prompt(tmp_path):
 
 async def test_permanent_http_error_fails_at_once(tmp_path):
     result, server = await judge_once([Reply(status=401, error="Incorrect API key")], tmp_path)
-    assert result.error == "judge failed after 1 attempt(s): HTTP 401: Incorrect API key"
-    assert len(server.requests) == 1
+    assert result.error.startswith("judge failed after 1 attempt(s): HTTP 401: Incorrect API key")
+    assert "OPENAI_API_KEY" in result.error and len(server.requests) == 1
+
+
+async def test_unreachable_server_is_retried_then_reported(tmp_path):
+    with ChatCompletionsServer([Reply()]) as server:
+        base_url = server.base_url  # the port is closed once the server has stopped
+    judge = RulerJudge("judge-test", base_url=base_url, max_retries=1, timeout_s=0.5,
+                       backoff_base_s=0.01, use_cache=False)
+    result = await judge.score_group(GROUP)
+    assert result.attempts == 2 and "connection failed" in result.error
 
 
 async def test_answers_are_cached_and_failures_are_not(tmp_path):
