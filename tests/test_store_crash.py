@@ -1,0 +1,89 @@
+"""Crash safety: a writer killed with SIGKILL mid-run leaves a sound file."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from store.db import open_db
+from store.reader import StoreReader
+from store.writer import StoreWriter
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+# Writes groups of 8 as fast as it can and reports each committed group id.
+CHILD = """
+import sys
+from store.writer import StoreWriter
+from test_store_helpers import make_group
+writer = StoreWriter(sys.argv[1])
+run_id = writer.start_run("doomed", "arithmetic", {"steps": 10**6}, {})
+step = 0
+while True:
+    group_id = writer.write_group(run_id, step, make_group(step % 4))
+    print(group_id, flush=True)
+    if step % 4 == 3:
+        writer.write_step(run_id, step, {"reward": 0.5})
+    step += 1
+"""
+
+
+def test_sigkill_mid_run_keeps_committed_groups_and_marks_crashed(tmp_path):
+    path = tmp_path / "runs.db"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE,
+                             text=True, env=env, cwd=REPO)
+    committed = [int(child.stdout.readline()) for _ in range(200)]
+    child.send_signal(signal.SIGKILL)
+    committed += [int(line) for line in child.stdout.read().split()]
+    child.wait(timeout=10)
+    assert child.returncode == -signal.SIGKILL
+
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    # Whole groups or nothing: the group being written at the kill is absent.
+    sizes = conn.execute("SELECT COUNT(*) FROM trajectories GROUP BY group_id").fetchall()
+    assert {size for (size,) in sizes} == {8}
+    conn.close()
+
+    open_db(path, create=False).close()
+    reader = StoreReader(path)
+    run = reader.run_by_name("doomed")
+    assert run["status"] == "crashed" and run["ended_at"] is not None
+    assert [e["kind"] for e in reader.events(run["id"])] == ["error"]
+    for group_id in committed:
+        group = reader.group(group_id)
+        assert group is not None and len(group["trajectories"]) == 8
+
+
+def test_live_runs_and_runs_of_other_hosts_are_not_marked_crashed(tmp_path):
+    path = tmp_path / "runs.db"
+    with StoreWriter(path) as writer:
+        live = writer.start_run("live", "arithmetic", {}, {})
+        remote = writer.start_run("remote", "arithmetic", {}, {})
+        writer.db.execute("UPDATE runs SET host = 'gpu-box', pid = 999999999 WHERE id = ?",
+                          [remote])
+        writer.set_status(remote, "paused")
+    open_db(path).close()
+    reader = StoreReader(path)
+    assert reader.run(live)["status"] == "running"
+    assert reader.run(remote)["status"] == "paused"
+
+
+def test_resume_refuses_a_live_engine(tmp_path):
+    path = tmp_path / "runs.db"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with StoreWriter(path) as writer:
+            run_id = writer.start_run("busy", "arithmetic", {}, {})
+            writer.db.execute("UPDATE runs SET pid = ? WHERE id = ?", [sleeper.pid, run_id])
+            with pytest.raises(RuntimeError, match=f"still running in process {sleeper.pid}"):
+                writer.resume_run(run_id)
+    finally:
+        sleeper.kill()
+        sleeper.wait()

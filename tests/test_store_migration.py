@@ -1,0 +1,126 @@
+"""Opening a file written with the first schema (v1) upgrades it without loss."""
+
+import json
+import sqlite3
+
+import pytest
+
+from store.db import SchemaTooNewError, open_db, schema_version
+from store.migrations import SCHEMA_VERSION
+from store.reader import StoreReader
+
+# The v1 schema as it was released (frozen here on purpose: if someone edits
+# migration 1 in place, real old files would no longer match it).
+V1_SCHEMA = """
+CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, scenario TEXT NOT NULL,
+    config TEXT NOT NULL DEFAULT '{}', status TEXT NOT NULL, created_at REAL NOT NULL,
+    ended_at REAL);
+CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL, reward REAL, reward_std REAL, frac_reward_zero_std REAL, kl REAL,
+    entropy REAL, clip_ratio REAL, completions_mean_length REAL, loss REAL, grad_norm REAL,
+    metrics TEXT NOT NULL DEFAULT '{}', UNIQUE (run_id, step));
+CREATE TABLE "groups" (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL, idx INTEGER NOT NULL, example_id, prompt TEXT NOT NULL);
+CREATE INDEX groups_run_step ON "groups"(run_id, step);
+CREATE TABLE trajectories (id INTEGER PRIMARY KEY,
+    group_id INTEGER NOT NULL REFERENCES "groups"(id), run_id INTEGER NOT NULL,
+    step INTEGER NOT NULL, idx INTEGER NOT NULL, messages TEXT NOT NULL DEFAULT '[]',
+    completion TEXT NOT NULL, prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0, reward REAL,
+    components TEXT NOT NULL DEFAULT '{}', details TEXT NOT NULL DEFAULT '{}', advantage REAL,
+    truncated INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX trajectories_group ON trajectories(group_id, idx);
+CREATE INDEX trajectories_run ON trajectories(run_id);
+CREATE TABLE events (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),
+    step INTEGER, kind TEXT NOT NULL, payload TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL);
+CREATE INDEX events_run ON events(run_id);
+CREATE TABLE commands (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),
+    kind TEXT NOT NULL, payload TEXT NOT NULL DEFAULT '{}',
+    status TEXT NOT NULL DEFAULT 'pending', message TEXT, created_at REAL NOT NULL,
+    resolved_at REAL);
+CREATE INDEX commands_run_status ON commands(run_id, status);
+PRAGMA user_version = 1;
+"""
+V1_TABLES = ("runs", "steps", "groups", "trajectories", "events", "commands")
+
+
+def _write_v1_file(path):
+    conn = sqlite3.connect(path)
+    conn.executescript(V1_SCHEMA)
+    conn.execute("INSERT INTO runs VALUES (1, 'old', 'arithmetic', '{\"lr\": 0.001}', "
+                 "'finished', 100.0, 200.0)")
+    for step in range(3):
+        metrics = {"reward": 0.1 * step, "eval/pass_at_1": 0.2 * step, "step_seconds": 1.5}
+        conn.execute("INSERT INTO steps (run_id, step, reward, metrics) VALUES (1, ?, ?, ?)",
+                     [step, 0.1 * step, json.dumps(metrics)])
+        conn.execute('INSERT INTO "groups" (run_id, step, idx, example_id, prompt) '
+                     "VALUES (1, ?, 0, ?, 'What is 1 + 1?')", [step, step])
+        group_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+        for j in range(4):
+            details = {"parse_status": "ok" if j else "malformed"}
+            conn.execute(
+                "INSERT INTO trajectories (group_id, run_id, step, idx, messages, completion, "
+                "reward, components, details, advantage) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [group_id, step, j, json.dumps([{"role": "assistant", "content": "2"}]), "2",
+                 float(j > 0), json.dumps({"correct": float(j > 0)}), json.dumps(details),
+                 0.25 * j])
+    conn.execute("INSERT INTO events (run_id, step, kind, payload, created_at) "
+                 "VALUES (1, 2, 'alert', '{\"message\": \"hi\"}', 150.0)")
+    conn.execute("INSERT INTO commands (run_id, kind, status, created_at) "
+                 "VALUES (1, 'pause', 'applied', 120.0)")
+    conn.commit()
+    conn.close()
+
+
+def _dump(path, tables):
+    conn = sqlite3.connect(path)
+    dump = {}
+    for table in tables:
+        columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
+        dump[table] = (columns, conn.execute(f'SELECT * FROM "{table}" ORDER BY id').fetchall())
+    conn.close()
+    return dump
+
+
+def test_v1_file_migrates_without_losing_data(tmp_path):
+    path = tmp_path / "old.db"
+    _write_v1_file(path)
+    before = _dump(path, V1_TABLES)
+    db = open_db(path, create=False)
+    assert schema_version(db) == SCHEMA_VERSION
+    db.close()
+    after = _dump(path, V1_TABLES)
+    for table, (columns, rows) in before.items():
+        new_columns, new_rows = after[table]
+        assert new_columns[: len(columns)] == columns, table
+        assert [row[: len(columns)] for row in new_rows] == rows, table
+    # New columns are filled from the data already there.
+    reader = StoreReader(path)
+    series = reader.step_series(1)
+    assert [s["eval/pass_at_1"] for s in series] == [0.0, 0.2, 0.4]
+    assert series[2]["step_seconds"] == 1.5
+    assert reader.run(1)["last_step"] == 2 and reader.run(1)["status"] == "finished"
+    groups = reader.groups_of_step(1, 1)
+    assert [t["parse_status"] for t in groups[0]["trajectories"]] == ["malformed", "ok", "ok", "ok"]
+    assert groups[0]["superseded"] == 0 and groups[0]["example_id"] == 1
+    assert reader.trajectory(1)["turns"] == []
+    assert reader.runs()[0]["final_pass_at_1"] == 0.4
+
+
+def test_migration_is_idempotent_across_opens(tmp_path):
+    path = tmp_path / "old.db"
+    _write_v1_file(path)
+    open_db(path).close()
+    first = _dump(path, V1_TABLES)
+    open_db(path).close()
+    assert _dump(path, V1_TABLES) == first
+
+
+def test_newer_schema_is_refused_with_a_clear_error(tmp_path):
+    path = tmp_path / "future.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(SchemaTooNewError, match="upgrade rollout-lab"):
+        open_db(path)
