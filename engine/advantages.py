@@ -79,7 +79,12 @@ def grpo(rewards, *, eps: float = 1e-4, scale: str = "std") -> np.ndarray:
     centred = shifted - shifted.mean(axis=-1, keepdims=True)
     if scale == "none":
         return centred
-    return centred / (_unbiased_std(arr)[..., None] + eps)
+    return _safe_divide(centred, _unbiased_std(arr)[..., None] + eps)
+
+
+def _safe_divide(centred: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """centred / scale, 0 where scale is 0 (then centred is 0 too: no spread, eps 0)."""
+    return np.divide(centred, scale, out=np.zeros(np.broadcast_shapes(centred.shape, scale.shape)), where=scale > 0)
 
 
 def rloo(rewards) -> np.ndarray:
@@ -455,5 +460,5 @@ def _normalise(values: np.ndarray, labels: np.ndarray, mode: str, eps: float) ->
     if mode == "mean_std_norm":
         sq = np.bincount(labels, weights=centred * centred, minlength=n_labels)
         std = np.sqrt(sq / np.maximum(counts - 1, 1))  # size 1: centred is 0 anyway
-        centred = centred / (std[labels] + eps)
+        centred = _safe_divide(centred, std[labels] + eps)
     return centred, counts
