@@ -1,0 +1,143 @@
+"""Run artifacts: results.jsonl, summary.json, manifest.json (``rlab export``)
+and the run list (``rlab runs``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+from store.db import connect
+from store.reader import StoreReader
+from store.secrets import scrub, scrub_text, secret_env_values
+
+PASS_THRESHOLD = 1.0
+"""A trajectory passes when its reward is >= this (summary pass rates)."""
+
+RESULT_FIELDS = (
+    "trajectory_id", "step", "group_id", "example_id", "prompt", "completion", "reward",
+    "components", "details", "parse_status", "advantage", "reward_version", "judge_score",
+    "truncated", "completion_tokens",
+)
+_RESULTS_SQL = (
+    "SELECT t.id, t.step, t.group_id, g.example_id, g.prompt, t.completion, t.reward, "
+    "t.components, t.details, t.parse_status, t.advantage, t.reward_version, t.judge_score, "
+    't.truncated, t.completion_tokens FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+    "WHERE t.run_id = ? AND g.superseded = 0 ORDER BY t.id"
+)
+_PER_STEP_SQL = (
+    "SELECT t.step, COUNT(*), SUM(t.reward >= ?), AVG(t.reward), AVG(t.reward * t.reward) "
+    'FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+    "WHERE t.run_id = ? AND g.superseded = 0 GROUP BY t.step ORDER BY t.step"
+)
+_FAILURE_SQL = (
+    "SELECT COALESCE(t.parse_status, 'unknown'), COUNT(*) FROM trajectories t "
+    'JOIN "groups" g ON g.id = t.group_id WHERE t.run_id = ? AND g.superseded = 0 '
+    "GROUP BY 1 ORDER BY 2 DESC"
+)
+
+
+def list_runs(db_path: str | Path) -> list[dict]:
+    """The runs in the file, oldest first, as ``StoreReader.runs()`` gives
+    them (``id``, ``name``, ``scenario``, ``status``, ``steps``,
+    ``final_pass_at_1``, times in Unix seconds...).
+
+    Raises:
+        FileNotFoundError: no file at ``db_path``.
+    """
+    with StoreReader(db_path) as reader:
+        return reader.runs()
+
+
+def resolve_run(reader: StoreReader, run: int | str) -> dict:
+    """The run row for ``run``: a run name, or else a run id.
+
+    Raises:
+        KeyError: no run by that name or id.
+    """
+    row = reader.run_by_name(str(run))
+    if row is None and str(run).isdigit():
+        row = reader.run(int(run))
+    if row is None:
+        raise KeyError(f"no run named or numbered {run!r} in {reader.path}; "
+                       "list them with `rlab runs`")
+    return row
+
+
+def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict[str, Path]:
+    """Write the run's artifacts into ``out_dir`` (created if needed).
+
+    - ``results.jsonl``: one JSON object per trajectory (superseded ones
+      left out), in write order, with the keys of ``RESULT_FIELDS``.
+    - ``summary.json``: per step, the number of trajectories, pass rate
+      (fraction with reward >= ``PASS_THRESHOLD``), reward mean and
+      population std; the ``eval/pass_at_1`` series; counts of trajectories
+      by ``parse_status`` (failure modes).
+    - ``manifest.json``: the manifest the engine stored at ``start_run``.
+
+    Every string is scrubbed of credentials. Returns ``{"results",
+    "summary", "manifest"}`` -> path written.
+
+    Raises:
+        FileNotFoundError: no file at ``db_path``.
+        KeyError: no such run.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with StoreReader(db_path) as reader:
+        row = resolve_run(reader, run)
+        series = reader.step_series(row["id"])
+    secrets = secret_env_values()
+    conn = connect(db_path, read_only=True)
+    try:
+        conn.execute("BEGIN")  # one snapshot for the three files
+        paths = {
+            "results": _write_results(conn, row["id"], out_dir / "results.jsonl", secrets),
+            "summary": _write_json(out_dir / "summary.json",
+                                   _summary(conn, row, series), secrets),
+            "manifest": _write_json(out_dir / "manifest.json", row["manifest"], secrets),
+        }
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return paths
+
+
+def _write_results(conn: sqlite3.Connection, run_id: int, path: Path,
+                   secrets: list[str]) -> Path:
+    cursor = conn.execute(_RESULTS_SQL, [run_id])
+    with path.open("w", encoding="utf-8") as out:
+        while rows := cursor.fetchmany(1000):
+            for values in rows:
+                record = dict(zip(RESULT_FIELDS, values))
+                for key in ("components", "details"):
+                    record[key] = json.loads(record[key])
+                record["truncated"] = bool(record["truncated"])
+                out.write(scrub_text(json.dumps(record, ensure_ascii=False), secrets) + "\n")
+    return path
+
+
+def _summary(conn: sqlite3.Connection, run: dict, series: list[dict]) -> dict:
+    steps = []
+    for step, count, passed, mean, mean_sq in conn.execute(_PER_STEP_SQL, [PASS_THRESHOLD,
+                                                                           run["id"]]):
+        steps.append({"step": step, "trajectories": count, "pass_rate": (passed or 0) / count,
+                      "reward_mean": mean,
+                      "reward_std": None if mean is None else math.sqrt(max(mean_sq - mean**2, 0))})
+    return {
+        "run": {key: run[key] for key in ("id", "name", "scenario", "status", "created_at",
+                                          "ended_at", "last_step")},
+        "pass_threshold": PASS_THRESHOLD,
+        "trajectories": sum(s["trajectories"] for s in steps),
+        "steps": steps,
+        "eval_pass_at_1": [{"step": s["step"], "value": s["eval/pass_at_1"]}
+                           for s in series if s["eval/pass_at_1"] is not None],
+        "failure_modes": dict(conn.execute(_FAILURE_SQL, [run["id"]]).fetchall()),
+    }
+
+
+def _write_json(path: Path, value: dict, secrets: list[str]) -> Path:
+    path.write_text(json.dumps(scrub(value, secrets), indent=2, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    return path
