@@ -209,16 +209,19 @@ class StoreWriter:
 
     def _insert_group(self, run_id: int, step: int, group: GroupRecord) -> int:
         # Raw executes on the connection, inside the caller's transaction: this
-        # is the hot path (>= 20k trajectories/s) and needs each row's id.
+        # is the hot path (>= 20k trajectories/s). executemany when no turn
+        # needs its trajectory's id, one execute per trajectory otherwise.
         conn = self.db.conn
         group_id = conn.execute(_INSERT_GROUP, (
             run_id, step, group.index, group.example_id, group.prompt,
             _state_key(group.initial_state_key), group.judge_status, group.judge_error,
         )).lastrowid
-        for trajectory in group.trajectories:
-            trajectory_id = conn.execute(
-                _INSERT_TRAJECTORY, self._trajectory_row(run_id, step, group_id, trajectory)
-            ).lastrowid
+        rows = [self._trajectory_row(run_id, step, group_id, t) for t in group.trajectories]
+        if not any(t.turns for t in group.trajectories):
+            conn.executemany(_INSERT_TRAJECTORY, rows)
+            return group_id
+        for trajectory, row in zip(group.trajectories, rows):
+            trajectory_id = conn.execute(_INSERT_TRAJECTORY, row).lastrowid
             if trajectory.turns:
                 conn.executemany(_INSERT_TURN, [
                     (trajectory_id, turn.t, _state_key(turn.state_key), turn.reward, turn.ret,
