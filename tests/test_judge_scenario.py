@@ -1,0 +1,94 @@
+"""The support_replies scenario: data, splits, verifier rubric, and the judge on it."""
+
+import importlib.util
+import json
+
+import pytest
+from judge_server import ChatCompletionsServer, Reply, scores_json
+
+from engine.agreement import kendall_tau, mix_rewards
+from engine.judge import RulerJudge
+from scenarios.support_replies import SCENARIO, load_examples
+
+
+@pytest.fixture(scope="module")
+def rubric():
+    spec = importlib.util.spec_from_file_location("support_rewards", SCENARIO.reward_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def weighted(rubric, example, completion):
+    return sum(w * getattr(rubric, name)(example, completion)["reward"]
+               for name, w in rubric.WEIGHTS.items())
+
+
+def test_splits_are_fixed_disjoint_and_seeded():
+    everything = load_examples()
+    assert len(everything) == 40
+    held = SCENARIO.eval_examples()
+    assert [ex["id"] for ex in held] == [ex["id"] for ex in SCENARIO.eval_examples()]
+    train_a, train_b = SCENARIO.train_examples(1), SCENARIO.train_examples(2)
+    assert len(held) == 10 and len(train_a) == 30
+    assert {ex["id"] for ex in train_a} == {ex["id"] for ex in train_b}
+    assert [ex["id"] for ex in train_a] != [ex["id"] for ex in train_b]
+    assert not {ex["id"] for ex in held} & {ex["id"] for ex in train_a}
+    assert SCENARIO.sft_pairs(1) == [(ex["prompt"], ex["answer"]) for ex in train_a]
+    assert SCENARIO.name == "support_replies" and not SCENARIO.multi_step
+    assert "Northwind Home" in SCENARIO.system_prompt
+
+
+def test_bad_data_line_is_named(tmp_path):
+    good = json.dumps({"id": "a", "topic": "t", "prompt": "p", "answer": "r", "keywords": []})
+    path = tmp_path / "data.jsonl"
+    path.write_text(good + "\n" + json.dumps({"id": "b", "prompt": "p"}) + "\n")
+    with pytest.raises(ValueError, match="line 2 is not a valid example"):
+        load_examples(path)
+    path.write_text(good + "\n" + good + "\n")
+    with pytest.raises(ValueError, match="repeated ids"):
+        load_examples(path)
+
+
+def test_weights_name_functions_and_sum_to_one(rubric):
+    assert all(callable(getattr(rubric, name)) for name in rubric.WEIGHTS)
+    assert sum(rubric.WEIGHTS.values()) == pytest.approx(1.0)
+
+
+def test_every_reference_reply_passes_the_verifier(rubric):
+    for example in load_examples():
+        assert weighted(rubric, example, example["answer"]) == pytest.approx(1.0), example["id"]
+
+
+def test_bad_replies_score_low(rubric):
+    example = load_examples()[0]  # the cracked kettle
+    rude = "NOT OUR PROBLEM. READ THE POLICY. [Your Name]"
+    result = {name: getattr(rubric, name)(example, rude) for name in rubric.WEIGHTS}
+    assert result["polite"]["details"]["parse_status"] == "rude"
+    assert result["no_placeholders"]["details"]["found"] == ["[Your Name]"]
+    assert result["length_ok"]["details"]["parse_status"] == "too_short"
+    assert result["addresses_request"]["details"]["missing"] == ["photo", "replacement", "refund"]
+    assert weighted(rubric, example, rude) < 0.15
+    assert rubric.length_ok(example, "word " * 300)["reward"] == 0.0
+    assert rubric.greeting_and_signoff(example, "")["details"]["parse_status"] == "empty"
+
+
+async def test_judge_on_the_scenario_with_verifier_agreement(rubric, tmp_path):
+    """One group end to end: prompt, judge scores, mixed reward, Kendall tau."""
+    example = SCENARIO.eval_examples()[0]
+    prompt = [{"role": "system", "content": SCENARIO.system_prompt},
+              {"role": "user", "content": example["prompt"]}]
+    replies = [example["answer"], "Whatever. Not our problem.", "Hi, we will look into it."]
+    group = [prompt + [{"role": "assistant", "content": r}] for r in replies]
+    answer = scores_json({"2": 0.0, "3": 0.4, "1": 0.95})
+    with ChatCompletionsServer([Reply(content=answer)]) as server:
+        judge = RulerJudge("judge-test", base_url=server.base_url, rubric=SCENARIO.judge_rubric,
+                           use_cache=False, timeout_s=0.5)
+        result = await judge.score_group(group)
+    sent = server.requests[0]["messages"]
+    assert "policy given in the system prompt" in sent[0]["content"]
+    assert sent[1]["content"].count("Store policy:") == 1  # shared prefix sent once
+    verifier = [weighted(rubric, example, r) for r in replies]
+    assert kendall_tau(verifier, result.scores) == pytest.approx(1.0)
+    mixed = mix_rewards(verifier, result.scores, 0.5)
+    assert mixed[0] == pytest.approx(0.5 * verifier[0] + 0.5 * 0.95)
