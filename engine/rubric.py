@@ -18,6 +18,7 @@ import ast
 import asyncio
 import hashlib
 import inspect
+import json
 import linecache
 import math
 import numbers
@@ -113,17 +114,86 @@ def _syntax_error(exc: SyntaxError, display: str) -> RubricError:
     return RubricError(message, kind="syntax", lineno=exc.lineno)
 
 
-def _weights_line(source: str) -> int | None:
-    """Line of the module-level ``WEIGHTS = ...`` assignment, if any."""
+def _weights_node(source: str) -> ast.Assign | ast.AnnAssign | None:
+    """The last module-level ``WEIGHTS = ...`` assignment (the one in force), if any."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
+    found = None
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
         if any(isinstance(t, ast.Name) and t.id == "WEIGHTS" for t in targets):
-            return node.lineno
-    return None
+            found = node
+    return found
+
+
+def _weights_line(source: str) -> int | None:
+    """Line of the module-level ``WEIGHTS = ...`` assignment, if any."""
+    node = _weights_node(source)
+    return node.lineno if node is not None else None
+
+
+def literal_weights(source: str) -> dict[str, float] | None:
+    """Read ``WEIGHTS`` from a reward file's text without running it.
+
+    Returns:
+        name -> weight when WEIGHTS is a literal dict of numbers (e.g. for a
+        weights editor), else None (missing, computed, or the file does not
+        parse). Use :func:`load_rubric` to validate.
+    """
+    node = _weights_node(source)
+    try:
+        value = ast.literal_eval(node.value) if node is not None else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in value.items()
+    ):
+        return None
+    return {k: float(v) for k, v in value.items()}
+
+
+def replace_weights(source: str, weights: Mapping[str, float]) -> str:
+    """Rewrite the reward file's ``WEIGHTS`` assignment with new weights.
+
+    Live weight changes go through the file, so the stored source (and its
+    sha256) always says which weights scored a trajectory. Only the value of
+    the last module-level ``WEIGHTS = ...`` changes; the rest of the text is
+    kept byte for byte.
+
+    Args:
+        source: the reward file's text.
+        weights: name -> weight (finite numbers), written in this order.
+
+    Raises:
+        RubricError: the source does not parse, or has no module-level
+            WEIGHTS assignment to rewrite (``kind="weights"``); a weight is
+            not a finite number.
+    """
+    for name, weight in weights.items():
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not math.isfinite(weight):
+            raise RubricError(f"weight for {name!r} is {weight!r}; a weight must be a finite number", kind="weights")
+    node = _weights_node(source)
+    if node is None:
+        raise RubricError(
+            "the reward file has no module-level WEIGHTS = {...} to rewrite (or does not parse); "
+            "fix the file first",
+            kind="weights",
+        )
+    value = node.value
+    lines = source.splitlines(keepends=True)
+    # ast offsets are in utf-8 bytes; slice bytes so non-ASCII text before them is safe
+    start = sum(len(x.encode()) for x in lines[: value.lineno - 1]) + value.col_offset
+    end = sum(len(x.encode()) for x in lines[: value.end_lineno - 1]) + value.end_col_offset
+    literal = "{" + ", ".join(f"{json.dumps(name)}: {float(w)!r}" for name, w in weights.items()) + "}"
+    data = source.encode()
+    return (data[:start] + literal.encode() + data[end:]).decode()
 
 
 def _check_weights(raw: Any, namespace: dict[str, Any], source: str, display: str) -> dict[str, float]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.rubric import RubricError, load_rubric
+from engine.rubric import RubricError, literal_weights, load_rubric, replace_weights
 
 ARITHMETIC = Path(__file__).resolve().parents[1] / "scenarios" / "arithmetic" / "rewards.py"
 EXAMPLE = {"id": "e1", "prompt": "What is 2 + 3?", "answer": 5}
@@ -190,3 +190,21 @@ def test_bad_arguments_are_rejected():
         rubric.score_group([EXAMPLE], ["1", "2"])
     with pytest.raises(ValueError, match="positive number of seconds"):
         rubric.score_group([EXAMPLE], ["1"], timeout_s=0)
+
+
+def test_literal_weights_and_replace_weights_edit_only_the_weights():
+    text = ARITHMETIC.read_text()
+    assert literal_weights(text) == {"correct": 1.0}
+    edited = replace_weights(text, {"correct": 2.5})
+    assert edited.replace('WEIGHTS = {"correct": 2.5}', 'WEIGHTS = {"correct": 1.0}') == text
+    assert load_rubric(edited).weights == {"correct": 2.5}
+    multi_line = "# é\nWEIGHTS: dict = {\n    'a': 1,\n}  # kept\ndef a(example, completion):\n    return 1.0\n"
+    assert replace_weights(multi_line, {"a": 0.5}) == (
+        '# é\nWEIGHTS: dict = {"a": 0.5}  # kept\ndef a(example, completion):\n    return 1.0\n'
+    )
+    assert literal_weights("WEIGHTS = dict(a=1)\n") is None
+    assert literal_weights("def broken(:\n") is None
+    with pytest.raises(RubricError, match="no module-level WEIGHTS"):
+        replace_weights("x = 1\n", {"a": 1.0})
+    with pytest.raises(RubricError, match="finite number"):
+        replace_weights(text, {"correct": float("nan")})
