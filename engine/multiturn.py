@@ -1,0 +1,268 @@
+"""Multi-turn rollouts: the environment protocol and the group runner.
+
+An environment plays one episode: ``reset(example)`` gives the first
+observation messages and the initial state key; each ``step(assistant_text)``
+applies one assistant turn and gives the next observation messages, the
+turn's reward, whether the episode is over, and the new state key. A group
+is n episodes of the same example, each from the identical initial state
+(environments seed themselves from the example), as GRPO and GiGPO require.
+
+Only assistant tokens are trained: every :class:`Turn` keeps the rendered
+context before it (``prompt_ids``) apart from its own sampled tokens
+(``completion_ids``), so each turn becomes one trainer sample whose loss
+mask covers exactly that turn's assistant tokens (:func:`train_samples`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from engine.advantages import GiGPOResult, gigpo
+from engine.types import Sample, TrainSample
+
+Message = dict[str, Any]
+
+
+class Env(Protocol):
+    """One episode of a multi-step scenario.
+
+    ``invalid`` is True after a ``step`` whose action could not be applied
+    (unparsable, or illegal in the state); the environment then returns an
+    observation telling the policy so and leaves its state unchanged. It
+    must never raise for a bad action: the policy's text is untrusted input.
+    """
+
+    invalid: bool
+
+    def reset(self, example: dict[str, Any]) -> tuple[list[Message], Hashable | None]:
+        """Start the episode; return (observation messages, initial state key or None)."""
+        ...
+
+    def step(self, action: str) -> tuple[list[Message], float, bool, Hashable | None]:
+        """Apply one assistant turn; return (observation messages, reward, done, state key or None)."""
+        ...
+
+
+class PolicyLike(Protocol):
+    """What the runner needs from ``engine.policy.Policy`` (see docs/interfaces.md)."""
+
+    def render(self, messages: list[Message]) -> list[int]: ...
+
+    def sample(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float) -> list[Sample]: ...
+
+
+class InitialStateMismatch(ValueError):
+    """Environments reset on one example did not start from the same state."""
+
+
+@dataclass
+class Turn:
+    """One assistant turn of an episode.
+
+    prompt_ids: the rendered conversation before this turn (tokens).
+    completion_ids / logprobs: the sampled tokens and their log-probabilities
+        (nats) under the sampling policy, one per token.
+    text: the decoded assistant message given to the environment.
+    reward: the environment's reward minus the invalid-action penalty.
+    state_key: the state in which this turn acted (GiGPO's anchor state).
+    observation: the messages the environment answered with.
+    invalid: the environment rejected the action.
+    truncated: generation stopped at ``max_new_tokens`` before EOS.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    text: str
+    reward: float
+    state_key: Hashable
+    observation: list[Message]
+    invalid: bool
+    truncated: bool
+
+
+@dataclass
+class Episode:
+    """One trajectory of a multi-step scenario.
+
+    messages: the whole conversation, OpenAI-style dicts (system prompt if
+        any, observations as ``user``, turns as ``assistant``).
+    initial_state_key: the state key after ``reset``.
+    done: the environment ended the episode.
+    truncated: the runner stopped it at ``max_turns`` before the end.
+    """
+
+    messages: list[Message]
+    initial_state_key: Hashable
+    turns: list[Turn] = field(default_factory=list)
+    done: bool = False
+    truncated: bool = False
+
+    @property
+    def total_reward(self) -> float:
+        """Sum of the turns' rewards (the undiscounted episode return)."""
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def n_invalid(self) -> int:
+        """Number of turns whose action the environment rejected."""
+        return sum(t.invalid for t in self.turns)
+
+    @property
+    def step_rewards(self) -> list[float]:
+        """Per-turn rewards, in order."""
+        return [t.reward for t in self.turns]
+
+    @property
+    def state_keys(self) -> list[Hashable]:
+        """Per-turn state keys (the state each turn acted in), in order."""
+        return [t.state_key for t in self.turns]
+
+
+def observation_key(messages: Sequence[Message]) -> str:
+    """Default state key: first 16 hex chars of sha256 of the observation text.
+
+    The text is the messages' contents joined by newlines.
+    """
+    text = "\n".join(str(m.get("content", "")) for m in messages)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def run_group(
+    policy: PolicyLike,
+    make_env: Callable[[dict[str, Any]], Env],
+    example: dict[str, Any],
+    n: int,
+    *,
+    max_turns: int,
+    max_new_tokens: int,
+    temperature: float,
+    invalid_penalty: float = 0.0,
+    system_prompt: str | None = None,
+) -> list[Episode]:
+    """Play ``n`` episodes of ``example`` turn by turn, batching the policy.
+
+    Each turn, the episodes still running are rendered with
+    ``policy.render`` and sampled with ONE ``policy.sample`` call; each text
+    goes to its environment's ``step``. An invalid action costs
+    ``invalid_penalty`` (subtracted from that turn's reward) and is recorded;
+    the episode goes on. Episodes still running after ``max_turns`` turns are
+    marked truncated. A state key of None becomes :func:`observation_key`.
+
+    Args:
+        policy: renders messages to token ids and samples completions.
+        make_env: builds a fresh environment for ``example``.
+        example: the scenario example (its seed fixes the initial state).
+        n: episodes in the group (>= 1).
+        max_turns: assistant turns at most per episode (>= 1).
+        max_new_tokens: tokens at most per assistant turn.
+        temperature: sampling temperature.
+        invalid_penalty: >= 0, subtracted from the reward of an invalid turn.
+        system_prompt: if given, the first message of every episode.
+
+    Returns:
+        ``n`` :class:`Episode` objects, in order.
+
+    Raises:
+        InitialStateMismatch: the n environments did not reset to the same
+            state key (the scenario must seed its environment from the example).
+        ValueError: ``n`` or ``max_turns`` below 1, a negative penalty, or a
+            policy that returned the wrong number of samples.
+    """
+    if n < 1 or max_turns < 1:
+        raise ValueError(f"run_group needs n >= 1 and max_turns >= 1, got n={n}, max_turns={max_turns}")
+    if invalid_penalty < 0:
+        raise ValueError(f"invalid_penalty is subtracted from the reward; give it >= 0, got {invalid_penalty}")
+    envs = [make_env(example) for _ in range(n)]
+    episodes, keys = _reset_all(envs, example, system_prompt)
+    for _ in range(max_turns):
+        running = [i for i, ep in enumerate(episodes) if not ep.done]
+        if not running:
+            break
+        prompts = [policy.render(episodes[i].messages) for i in running]
+        samples = policy.sample(prompts, max_new_tokens=max_new_tokens, temperature=temperature)
+        if len(samples) != len(prompts):
+            raise ValueError(f"policy.sample returned {len(samples)} samples for {len(prompts)} prompts")
+        for i, prompt, sample in zip(running, prompts, samples):
+            keys[i] = _play_turn(envs[i], episodes[i], prompt, sample, keys[i], invalid_penalty)
+    for ep in episodes:
+        ep.truncated = not ep.done
+    return episodes
+
+
+def _reset_all(
+    envs: list[Env], example: dict[str, Any], system_prompt: str | None
+) -> tuple[list[Episode], list[Hashable]]:
+    episodes, keys = [], []
+    for env in envs:
+        observation, key = env.reset(example)
+        key = observation_key(observation) if key is None else key
+        head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        episodes.append(Episode(messages=head + list(observation), initial_state_key=key))
+        keys.append(key)
+    if any(k != keys[0] for k in keys):
+        raise InitialStateMismatch(
+            f"example {example.get('id')!r}: the {len(envs)} environments reset to different "
+            f"initial states {sorted(set(map(repr, keys)))}; seed the environment from the example "
+            "so every episode of a group starts from the same state"
+        )
+    return episodes, keys
+
+
+def _play_turn(
+    env: Env, episode: Episode, prompt: list[int], sample: Sample, key: Hashable, penalty: float
+) -> Hashable:
+    """Apply one sampled turn to ``env`` and ``episode``; return the next state key."""
+    observation, reward, done, next_key = env.step(sample.text)
+    invalid = bool(env.invalid)
+    episode.turns.append(
+        Turn(
+            prompt_ids=list(prompt),
+            completion_ids=list(sample.token_ids),
+            logprobs=list(sample.logprobs),
+            text=sample.text,
+            reward=float(reward) - (penalty if invalid else 0.0),
+            state_key=key,
+            observation=list(observation),
+            invalid=invalid,
+            truncated=sample.truncated,
+        )
+    )
+    episode.messages.append({"role": "assistant", "content": sample.text})
+    episode.messages.extend(observation)
+    episode.done = bool(done)
+    return observation_key(observation) if next_key is None else next_key
+
+
+def group_advantages(episodes: Sequence[Episode], **options: Any) -> GiGPOResult:
+    """GiGPO advantages of one group of episodes (``options`` go to :func:`gigpo`).
+
+    Raises:
+        ValueError: an episode with no turns, or bad ``options`` (see gigpo).
+    """
+    return gigpo([ep.step_rewards for ep in episodes], [ep.state_keys for ep in episodes], **options)
+
+
+def train_samples(episodes: Sequence[Episode], advantages: Sequence[np.ndarray]) -> list[TrainSample]:
+    """One trainer sample per turn: context as prompt, the turn's tokens trained.
+
+    Args:
+        episodes: the group's episodes.
+        advantages: per episode, a (T_i,) float array (e.g. ``result.combined``
+            for GiGPO or ``result.grpo`` for the GRPO baseline).
+
+    Raises:
+        ValueError: the advantages do not have one value per turn.
+    """
+    if len(advantages) != len(episodes) or any(len(a) != len(ep.turns) for ep, a in zip(episodes, advantages)):
+        raise ValueError("advantages must hold one array per episode with one value per turn")
+    return [
+        TrainSample(prompt_ids=t.prompt_ids, completion_ids=t.completion_ids, old_logprobs=t.logprobs, advantage=float(a))
+        for ep, adv in zip(episodes, advantages)
+        for t, a in zip(ep.turns, adv)
+    ]

@@ -1,0 +1,83 @@
+"""Number guessing: a multi-step scenario with recurring states.
+
+The policy finds a secret integer in 1..32 within 7 guesses from
+"higher"/"lower" answers (see :mod:`scenarios.number_guess.env`). Binary
+search always wins in at most 6 guesses; uniform guessing inside the interval
+(the tiny policy's warm start) often runs out of turns, so RL has room to
+show. The secret is hidden from the policy, so the held-out split is simply
+every secret once; train examples draw secrets with the run's seed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scenarios.number_guess.env import NumberGuessEnv, prompt_text
+
+N = 32
+MAX_TURNS = 7
+TRAIN_SIZE = 2000
+SFT_EPISODES = 1500
+#: The tiny model's EOS as text: its tokenizer maps it to the EOS token, so
+#: warm-start contexts match what its chat template renders during RL.
+EOS_TEXT = "</s>"
+
+SYSTEM_PROMPT = (
+    f"Guess the secret integer in 1..{N}. Each user message shows the interval "
+    "still possible, e.g. '17..32?', after 'higher' or 'lower' for your last "
+    "guess. Reply with one integer and nothing else."
+)
+
+
+def _example(secret: int, suffix: str = "") -> dict[str, Any]:
+    return {"id": f"guess{N}-{secret}{suffix}", "prompt": prompt_text(1, N), "answer": str(secret), "secret": secret}
+
+
+@dataclass(frozen=True)
+class NumberGuess:
+    """The number-guessing scenario (multi-step, reward 1 on the correct guess)."""
+
+    name: str = "number_guess"
+    multi_step: bool = True
+    system_prompt: str | None = SYSTEM_PROMPT
+    reward_file: Path = Path(__file__).with_name("rewards.py")
+    max_turns: int = MAX_TURNS
+
+    def make_env(self, example: dict[str, Any]) -> NumberGuessEnv:
+        """A fresh environment for ``example`` (the secret is read on reset)."""
+        return NumberGuessEnv(N, self.max_turns)
+
+    def eval_examples(self) -> list[dict[str, Any]]:
+        """The fixed held-out split: every secret 1..N once (32 examples)."""
+        return [_example(s) for s in range(1, N + 1)]
+
+    def train_examples(self, seed: int) -> list[dict[str, Any]]:
+        """2,000 examples with secrets drawn uniformly with ``seed``."""
+        rng = random.Random(seed)
+        return [_example(rng.randint(1, N), f"-{i}") for i in range(TRAIN_SIZE)]
+
+    def sft_pairs(self, seed: int) -> list[tuple[str, str]]:
+        """(context, guess) pairs from uniform guessing inside the interval.
+
+        The context is the conversation so far as the tiny model sees it:
+        the messages' contents concatenated, each assistant message followed
+        by :data:`EOS_TEXT`. Only legal guesses are shown.
+        """
+        rng = random.Random(f"sft-{seed}")  # not the stream that drew the secrets
+        pairs = []
+        for example in self.train_examples(seed)[:SFT_EPISODES]:
+            env = self.make_env(example)
+            observation, _ = env.reset(example)
+            context, done = observation[0]["content"], False
+            while not done:
+                guess = str(rng.randint(env.lo, env.hi))
+                pairs.append((context, guess))
+                observation, _, done, _ = env.step(guess)
+                context += guess + EOS_TEXT + observation[0]["content"]
+        return pairs
+
+
+SCENARIO = NumberGuess()
