@@ -3,7 +3,7 @@
 On tasks where the verifier knows the truth, the judge's calibration is how
 well its ranking of a group matches the verifier's ranking of the same group.
 We measure it with Kendall's tau-b per group and average it per step (the
-step metric ``judge_tau``).
+step metric ``judge/tau``, column ``judge_tau``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
 
 
 def mean_tau(groups: Sequence[tuple[Sequence[float], Sequence[float]]]) -> float | None:
-    """Mean Kendall tau-b over the groups of one step (the metric ``judge_tau``).
+    """Mean Kendall tau-b over the groups of one step (the metric ``judge/tau``).
 
     Args:
         groups: one ``(verifier_rewards, judge_scores)`` pair per group that

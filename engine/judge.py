@@ -141,8 +141,9 @@ class JudgeResult:
 
     @property
     def status(self) -> str:
-        """``"ok"`` or ``"judge_failed"`` (the group status the store records)."""
-        return "ok" if self.ok else "judge_failed"
+        """``"ok"`` or ``"failed"``: ``GroupRecord.judge_status`` in the store
+        (a failure is also written as a ``judge_failed`` event)."""
+        return "ok" if self.ok else "failed"
 
     @property
     def ranks(self) -> list[int] | None:
@@ -490,7 +491,7 @@ class RulerJudge:
 
         Returns:
             A :class:`JudgeResult`; on failure after the last retry,
-            ``scores`` is None and ``error`` says why (status ``judge_failed``).
+            ``scores`` is None and ``error`` says why (status ``failed``).
 
         Raises:
             ValueError: malformed input (see :func:`validate_trajectories`).

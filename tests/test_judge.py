@@ -83,7 +83,7 @@ async def test_missing_id_is_retried(tmp_path):
 async def test_missing_id_until_retries_run_out(tmp_path):
     result, server = await judge_once([Reply(content=scores_json({"1": 0.9}))], tmp_path,
                                       max_retries=1)
-    assert result.scores is None and result.status == "judge_failed"
+    assert result.scores is None and result.status == "failed"
     assert "missing: ['2', '3']" in result.error and len(server.requests) == 2
     assert result.raw == scores_json({"1": 0.9})
 

@@ -93,4 +93,4 @@ def test_ranks_share_the_best_rank_on_ties():
     assert result.ranks == [2, 1, 2, 4]
     failed = JudgeResult(scores=None, explanations=[], error="x", raw="", model="m",
                          request_hash="")
-    assert failed.ranks is None and failed.status == "judge_failed"
+    assert failed.ranks is None and failed.status == "failed"
