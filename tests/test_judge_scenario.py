@@ -64,7 +64,7 @@ def test_bad_replies_score_low(rubric):
     example = load_examples()[0]  # the cracked kettle
     rude = "NOT OUR PROBLEM. READ THE POLICY. [Your Name]"
     result = {name: getattr(rubric, name)(example, rude) for name in rubric.WEIGHTS}
-    assert result["polite"]["details"]["parse_status"] == "rude"
+    assert result["polite"]["details"]["rude"] == ["NOT OUR PROBLEM"]
     assert result["no_placeholders"]["details"]["found"] == ["[Your Name]"]
     assert result["length_ok"]["details"]["parse_status"] == "too_short"
     assert result["addresses_request"]["details"]["missing"] == ["photo", "replacement", "refund"]
@@ -92,3 +92,13 @@ async def test_judge_on_the_scenario_with_verifier_agreement(rubric, tmp_path):
     assert kendall_tau(verifier, result.scores) == pytest.approx(1.0)
     mixed = mix_rewards(verifier, result.scores, 0.5)
     assert mixed[0] == pytest.approx(0.5 * verifier[0] + 0.5 * 0.95)
+
+
+def test_rubric_loads_in_the_engine():
+    from engine.rubric import load_rubric
+
+    example = SCENARIO.eval_examples()[0]
+    results = load_rubric(SCENARIO.reward_file).score_group(
+        [example, example], [example["answer"], "Whatever."])
+    assert [r.error for r in results] == [None, None]
+    assert results[0].reward == pytest.approx(1.0) and results[1].reward < 0.2

@@ -19,7 +19,8 @@ _SIGN_OFF = re.compile(
 )
 _EMPATHY = re.compile(r"\b(sorry|apologi[sz]e|apologies|thank|thanks|appreciate|understand)", re.I)
 _RUDE = re.compile(
-    r"not our problem|your (own )?fault|calm down|stop complaining|\bwhatever\b|\bstupid\b|\bidiot",
+    r"not our problem|your (?:own )?fault|calm down|stop complaining"
+    r"|\bwhatever\b|\bstupid\b|\bidiot",
     re.I,
 )
 _SHOUTING = re.compile(r"\b[A-Z]{4,}\b")
@@ -36,7 +37,8 @@ def length_ok(example, completion):
     if words == 0:
         return {"reward": 0.0, "details": {"parse_status": "empty", "words": 0}}
     if words < MIN_WORDS:
-        return {"reward": words / MIN_WORDS, "details": {"parse_status": "too_short", "words": words}}
+        return {"reward": words / MIN_WORDS,
+                "details": {"parse_status": "too_short", "words": words}}
     if words > MAX_WORDS:
         reward = max(0.0, 1.0 - (words - MAX_WORDS) / MAX_WORDS)
         return {"reward": reward, "details": {"parse_status": "too_long", "words": words}}
@@ -59,7 +61,7 @@ def greeting_and_signoff(example, completion):
 def polite(example, completion):
     """0.0 for rude phrases or shouting (3+ all-caps words), 1.0 for an
     apology, thanks or acknowledgement, else 0.5 (neutral)."""
-    rude = _RUDE.findall(completion)
+    rude = [match.group(0) for match in _RUDE.finditer(completion)]
     shouting = len(_SHOUTING.findall(completion)) >= 3
     if rude or shouting:
         return {"reward": 0.0, "details": {"parse_status": "rude", "rude": rude,
