@@ -122,6 +122,28 @@ class StoreReader:
             f"SELECT step, {_SERIES_COLUMNS} FROM steps WHERE run_id = ? AND step > ? "
             "ORDER BY step LIMIT ?", [run_id, since_step, -1 if limit is None else limit])
 
+    def metric_series(self, run_id: int, metrics: tuple[str, ...] = ("reward",),
+                      since_step: int = -1) -> dict[str, list]:
+        """Column-wise series for plots: ``{"step": [...], name: [...]}`` for
+        each name in ``metrics`` (keys of ``STEP_METRIC_COLUMNS``), steps after
+        ``since_step`` ascending, None where a step lacks the metric. Cheaper
+        than ``step_series`` on long runs (no dict per step).
+
+        Raises:
+            KeyError: a name is not in ``STEP_METRIC_COLUMNS``.
+        """
+        unknown = [name for name in metrics if name not in STEP_METRIC_COLUMNS]
+        if unknown:
+            raise KeyError(f"no stored series for {unknown}; choose from "
+                           f"{', '.join(STEP_METRIC_COLUMNS)}")
+        columns = ", ".join(["step", *(STEP_METRIC_COLUMNS[name] for name in metrics)])
+        with self._snapshot() as conn:
+            rows = conn.execute(
+                f"SELECT {columns} FROM steps WHERE run_id = ? AND step > ? ORDER BY step",
+                [run_id, since_step]).fetchall()
+        values = list(zip(*rows)) or [()] * (len(metrics) + 1)
+        return {name: list(column) for name, column in zip(("step", *metrics), values)}
+
     def events(self, run_id: int, since_id: int = 0) -> list[dict]:
         """Events with id > ``since_id``, oldest first, ``payload`` decoded."""
         return self._all(
@@ -140,17 +162,16 @@ class StoreReader:
         return rows
 
     def steps(self, run_id: int) -> list[int]:
-        """Step numbers that have (non-superseded) groups, ascending."""
-        # Skip-scan down the (run_id, step) index: one seek per distinct step
-        # instead of reading every group row.
+        """Step numbers with data, ascending: every step that has metrics,
+        plus the step in progress (groups written, metrics not yet)."""
+        # The steps table has one small row per step, so this reads 10,000
+        # index entries for 10,000 steps, not 1,000,000 trajectories' groups.
         with self._snapshot() as conn:
             rows = conn.execute(
-                'WITH RECURSIVE s(step) AS (SELECT MIN(step) FROM "groups" WHERE run_id = ?1 '
-                'UNION ALL SELECT (SELECT MIN(step) FROM "groups" WHERE run_id = ?1 '
-                "AND step > s.step) FROM s WHERE s.step IS NOT NULL) "
-                "SELECT step FROM s WHERE step IS NOT NULL "
-                'AND EXISTS (SELECT 1 FROM "groups" WHERE run_id = ?1 AND step = s.step '
-                "AND superseded = 0)", [run_id]).fetchall()
+                "SELECT step FROM steps WHERE run_id = ?1 UNION "
+                'SELECT DISTINCT step FROM "groups" WHERE run_id = ?1 AND superseded = 0 '
+                "AND step > (SELECT COALESCE(MAX(step), -1) FROM steps WHERE run_id = ?1) "
+                "ORDER BY step", [run_id]).fetchall()
         return [row[0] for row in rows]
 
     def groups_of_step(self, run_id: int, step: int) -> list[dict]:

@@ -89,6 +89,27 @@ def test_write_step_upserts_and_merges(writer, db_path):
     assert run["steps"] == 2 and run["final_pass_at_1"] == 0.5 and run["last_step"] == 1
 
 
+def test_metric_series_is_column_wise(writer, db_path):
+    run_id = writer.start_run("r1", "arithmetic", {}, {})
+    reader = StoreReader(db_path)
+    assert reader.metric_series(run_id, ("reward", "kl")) == {"step": [], "reward": [], "kl": []}
+    for step in range(4):
+        writer.write_step(run_id, step, {"reward": step / 4, **({"kl": 0.5} if step else {})})
+    assert reader.metric_series(run_id, ("reward", "kl"), since_step=1) == {
+        "step": [2, 3], "reward": [0.5, 0.75], "kl": [0.5, 0.5]}
+    assert reader.metric_series(run_id)["reward"][0] == 0.0
+    with pytest.raises(KeyError, match="no stored series for \\['rewrd'\\]"):
+        reader.metric_series(run_id, ("rewrd",))
+
+
+def test_steps_lists_the_step_in_progress(writer, db_path):
+    run_id = writer.start_run("r1", "arithmetic", {}, {})
+    writer.write_group(run_id, 0, make_group(0, size=2))
+    writer.write_step(run_id, 0, {"reward": 1.0})
+    writer.write_group(run_id, 1, make_group(0, size=2))  # step 1 still running
+    assert StoreReader(db_path).steps(run_id) == [0, 1]
+
+
 def test_write_step_rejects_non_numeric_metric(writer):
     run_id = writer.start_run("r1", "arithmetic", {}, {})
     with pytest.raises(ValueError, match="metric 'loss' must be a number"):

@@ -1,0 +1,142 @@
+"""Store benchmark: ingest rate and TUI query latency on a large run file.
+
+    python tests/bench/store.py [--trajectories 1000000] [--steps 10000]
+
+Builds a run file in a temporary directory through StoreWriter (groups of 8,
+~300-character completions, messages JSON included, one group in 16 a
+4-turn episode; one transaction per step), then times every StoreReader
+query the TUI polls. Prints one JSON object: ingest rates (trajectories per
+second, per-step and per-group transactions) and p50/p95/max latency in
+milliseconds per query. Targets (issue 3): ingest >= 20,000 trajectories/s;
+every TUI query p95 < 20 ms at 1,000,000 trajectories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from store.reader import StoreReader  # noqa: E402
+from store.writer import StoreWriter  # noqa: E402
+from test_store_helpers import make_group  # noqa: E402
+
+GROUP_SIZE = 8
+
+
+def group_pool() -> list:
+    """64 distinct groups to cycle through (building records is the engine's
+    cost, not the store's); every 16th is a multi-step group with turns."""
+    return [make_group(i, size=GROUP_SIZE, turns=4 if i % 16 == 0 else 0,
+                       reward_of=lambda j, i=i: float((i + j) % 3 == 0)) for i in range(64)]
+
+
+def build(path: Path, trajectories: int, steps: int) -> dict:
+    """Write ``trajectories`` trajectories over ``steps`` steps; return rates."""
+    pool = group_pool()
+    n_groups = trajectories // GROUP_SIZE
+    with StoreWriter(path) as writer:
+        run_id = writer.start_run("bench", "arithmetic", {"group_size": GROUP_SIZE}, {})
+        started = time.perf_counter()
+        g = 0
+        for step in range(steps):
+            end = (step + 1) * n_groups // steps
+            groups = [pool[k % len(pool)] for k in range(g, end)]
+            writer.write_groups(run_id, step, groups)
+            writer.write_step(run_id, step, {"reward": 0.4, "reward_std": 0.2, "kl": 0.01,
+                                             "completions/mean_length": 75.0, "loss": 0.1,
+                                             **({"eval/pass_at_1": 0.5} if step % 50 == 0 else {})})
+            if step % 100 == 0:
+                writer.write_event(run_id, "eval", {"pass_at_1": 0.5}, step=step)
+            g = end
+        seconds = time.perf_counter() - started
+    return {"run_id": run_id, "seconds": seconds, "traj_per_s": g * GROUP_SIZE / seconds}
+
+
+def per_group_rate(path: Path, trajectories: int = 40_000) -> float:
+    """Trajectories/s when every group is its own transaction (write_group)."""
+    pool = group_pool()
+    with StoreWriter(path) as writer:
+        run_id = writer.start_run("per-group", "arithmetic", {}, {})
+        started = time.perf_counter()
+        for k in range(trajectories // GROUP_SIZE):
+            writer.write_group(run_id, k // 16, pool[k % len(pool)])
+        return trajectories / (time.perf_counter() - started)
+
+
+def percentiles(samples: list[float]) -> dict:
+    samples = sorted(samples)
+    pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
+    return {"p50_ms": round(pick(0.50) * 1e3, 3), "p95_ms": round(pick(0.95) * 1e3, 3),
+            "max_ms": round(samples[-1] * 1e3, 3)}
+
+
+def time_queries(path: Path, run_id: int, steps: int, repeats: int) -> dict:
+    rng = random.Random(0)
+    reader = StoreReader(path)
+    last_id = reader.rollouts_since(run_id, 0, 1)[-1]["id"]
+    with_turns = [t["id"] for t in reader.group(1)["trajectories"]]  # pool group 0 has turns
+    last_event = reader.events(run_id)[-1]["id"]
+    queries = {
+        "latest_step": lambda: reader.latest_step(run_id),
+        "step_series_all": lambda: reader.step_series(run_id),
+        "metric_series_reward_all": lambda: reader.metric_series(run_id, ("reward",)),
+        "step_series_tail": lambda: reader.step_series(run_id, since_step=steps - 5),
+        "groups_of_step": lambda: reader.groups_of_step(run_id, rng.randrange(steps)),
+        "trajectory_with_turns": lambda: reader.trajectory(rng.choice(with_turns)),
+        "trajectory_random": lambda: reader.trajectory(rng.randrange(1, last_id + 1)),
+        "rollouts_since": lambda: reader.rollouts_since(run_id, last_id - rng.randrange(200)),
+        "events_since": lambda: reader.events(run_id, since_id=last_event - rng.randrange(1, 5)),
+        "runs": reader.runs,
+        "steps": lambda: reader.steps(run_id),
+        "search_common": lambda: reader.search(run_id, "try 3", limit=50),
+        "search_absent": lambda: reader.search(run_id, "no such text", limit=50),
+    }
+    results = {}
+    for name, query in queries.items():
+        runs = 3 if name == "search_absent" else repeats
+        samples = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            result = query()
+            samples.append(time.perf_counter() - started)
+        assert result is not None and (not isinstance(result, list) or result or name ==
+                                       "search_absent"), name
+        results[name] = percentiles(samples)
+    reader.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trajectories", type=int, default=1_000_000)
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=200, help="timings per query")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.db"
+        built = build(path, args.trajectories, args.steps)
+        size_mb = sum(p.stat().st_size for p in Path(tmp).glob("bench.db*")) / 2**20
+        queries = time_queries(path, built["run_id"], args.steps, args.repeats)
+        group_rate = per_group_rate(Path(tmp) / "per_group.db")
+    slowest = {k: v for k, v in queries.items() if not k.startswith("search")}
+    print(json.dumps({
+        "trajectories": args.trajectories, "steps": args.steps, "group_size": GROUP_SIZE,
+        "file_mb": round(size_mb, 1),
+        "ingest_traj_per_s": round(built["traj_per_s"]),
+        "ingest_seconds": round(built["seconds"], 1),
+        "ingest_traj_per_s_per_group_txn": round(group_rate),
+        "queries": queries,
+        "tui_query_p95_ms_max": max(v["p95_ms"] for v in slowest.values()),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
