@@ -1,0 +1,431 @@
+"""The Rollout Lab Textual app: live dashboard, inspection screens, control keys.
+
+Threading rule: the UI thread never runs a query. A 0.25 s timer starts a
+thread worker that polls the store by watermark (:class:`tui.feed.RunFeed`)
+and posts the update back with ``call_from_thread``; cursor moves load their
+data in another thread worker; commands (pause, resume, step, stop) are
+written from a worker too. Each worker thread uses its own
+:class:`store.reader.StoreReader` under a lock, since SQLite connections must
+not be used by two threads at once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.worker import get_current_worker
+
+from store.control import send_command
+from store.reader import StoreReader
+from tui.alerts import AlertThresholds
+from tui.feed import FeedUpdate, RunFeed
+from tui.view import Cursor, NavScreen, View
+
+POLL_SECONDS = 0.25
+"""How often the store is polled for new data (seconds)."""
+
+ACTIVE_STATUSES = ("running", "paused")
+
+
+class LockedReader:
+    """A StoreReader used by one thread at a time (``with locked as reader:``)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._reader: StoreReader | None = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> StoreReader:
+        self._lock.acquire()
+        if self._reader is None:
+            self._reader = StoreReader(self._path)
+        return self._reader
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+class LRU(OrderedDict):
+    """A small least-recently-used cache (bounded, so memory stays flat)."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+
+    def fetch(self, key: Any, load: Callable[[], Any]) -> Any:
+        """The cached value of ``key``, loading (and caching) it on a miss."""
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        value = self[key] = load()
+        if len(self) > self.maxsize:
+            self.popitem(last=False)
+        return value
+
+
+class RolloutLabApp(App):
+    """Watch, pause, step and inspect a training run stored in a SQLite file.
+
+    Args:
+        db_path: the run file (created by the engine; the app only reads it
+            and writes rows in ``commands``).
+        run_id: the run to watch; default the latest run in the file.
+        run_name: with ``engine_cmd``, the name of the run the engine will
+            create; the app waits for it to appear.
+        engine_cmd: a command line that starts the engine; it is spawned in its
+            own session (it survives the TUI) with its output in
+            ``<db_path>.engine.log``.
+        thresholds: reward-hacking alert thresholds (defaults if None).
+
+    Raises:
+        ValueError: ``engine_cmd`` without ``run_name`` (the app could not tell
+            which run is the one it started).
+    """
+
+    CSS_PATH = "app.tcss"
+    TITLE = "Rollout Lab"
+    ENABLE_COMMAND_PALETTE = False
+    AUTO_FOCUS = None  # arrows drive the cursor; screens that need a focused widget say so
+    BINDINGS = [
+        Binding("space", "toggle_pause", "Pause"),
+        Binding("n", "step_once", "1 step"),
+        Binding("slash", "search", "Find", key_display="/"),
+        Binding("r", "runs", "Runs"),
+        Binding("e", "reward_editor", "Rewards"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit_prompt", "Quit"),
+    ]
+
+    def __init__(self, db_path: Path, *, run_id: int | None = None, run_name: str | None = None,
+                 engine_cmd: list[str] | None = None,
+                 thresholds: AlertThresholds | None = None) -> None:
+        super().__init__()
+        if engine_cmd and not run_name:
+            raise ValueError("engine_cmd needs run_name: pass the --name given to the engine")
+        self.db_path = Path(db_path)
+        self.run_id = run_id
+        self.run_name = run_name
+        self.engine_cmd = engine_cmd
+        self.engine: subprocess.Popen | None = None
+        self.thresholds = thresholds or AlertThresholds()
+        self.feed: RunFeed | None = None
+        self.run_row: dict | None = None
+        self.cursor = Cursor()
+        self.view: View | None = None
+        self._want_paused: bool | None = None
+        self._polling = False
+        self._poll_reader = LockedReader(self.db_path)
+        self._view_reader = LockedReader(self.db_path)
+        self._groups_cache = LRU(64)
+        self._group_cache = LRU(64)
+        self._traj_cache = LRU(256)
+
+    # ---- lifecycle ---------------------------------------------------------
+
+    def on_mount(self) -> None:
+        """Spawn the engine if asked, show the dashboard, start polling."""
+        from tui.dashboard import DashboardScreen
+
+        if self.engine_cmd:
+            self.engine = self._spawn_engine(self.engine_cmd)
+        self.push_screen(DashboardScreen())
+        self.set_interval(POLL_SECONDS, self._start_poll)
+        self._start_poll()
+
+    def _spawn_engine(self, cmd: list[str]) -> subprocess.Popen:
+        """Start the engine in its own session so it outlives the TUI."""
+        log = open(self.db_path.with_name(self.db_path.name + ".engine.log"), "ab")
+        try:
+            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+
+    # ---- polling (worker thread) --------------------------------------------
+
+    def _start_poll(self) -> None:
+        if not self._polling:
+            self._polling = True
+            self._poll()
+
+    @work(thread=True, group="poll")
+    def _poll(self) -> None:
+        try:
+            with self._poll_reader as reader:
+                update = self._read_update(reader)
+            if update is not None:
+                self.call_from_thread(self._apply_update, update)
+        finally:
+            self.call_from_thread(setattr, self, "_polling", False)
+
+    def _read_update(self, reader: StoreReader) -> FeedUpdate | None:
+        """Find the run (if not yet known) and read what is new in it."""
+        if self.feed is None:
+            run_id = self._find_run(reader)
+            if run_id is None:
+                return None
+            self.feed = RunFeed(reader, run_id, thresholds=self.thresholds)
+        return self.feed.poll()
+
+    def _find_run(self, reader: StoreReader) -> int | None:
+        if self.run_id is not None:
+            return self.run_id
+        if self.run_name is not None:
+            run = reader.run_by_name(self.run_name)
+            return run["id"] if run else None
+        return reader.latest_run_id()
+
+    def _apply_update(self, update: FeedUpdate) -> None:
+        """UI thread: remember the run state and hand the update to the screens."""
+        previous = self.run_row
+        self.run_row = update.run
+        self.run_id = update.run["id"] if update.run else self.run_id
+        status = (update.run or {}).get("status")
+        if previous is None or previous.get("status") != status:
+            self._want_paused = status == "paused"
+            self.refresh_bindings()
+        for screen in self.screen_stack:
+            if hasattr(screen, "apply_update"):
+                screen.apply_update(update, self.feed)
+        if self.cursor.step is None and update.steps:
+            self.cursor.step = update.steps[-1]["step"]
+            self.load_view()
+
+    # ---- the cursor -----------------------------------------------------------
+
+    def action_move_step(self, delta: int) -> None:
+        """``[``/``]``: the previous/next step that has been written."""
+        if self.cursor.step is None or self.feed is None:
+            return
+        first = self.feed.series.steps[0] if len(self.feed.series) else 0
+        last = self.feed.last_step
+        self.cursor = Cursor(min(max(self.cursor.step + delta, first), last),
+                             self.cursor.group_pos, self.cursor.traj_pos)
+        self.load_view()
+
+    def action_move_group(self, delta: int) -> None:
+        """Left/right: the previous/next group of the step."""
+        count = len(self.view.groups) if self.view else 0
+        if count:
+            self.cursor.group_pos = min(max(self.cursor.group_pos + delta, 0), count - 1)
+            self.load_view()
+
+    def action_move_traj(self, delta: int) -> None:
+        """Up/down: the previous/next trajectory of the group."""
+        group = self.view.group if self.view else None
+        count = len(group["trajectories"]) if group else 0
+        if count:
+            self.cursor.traj_pos = min(max(self.cursor.traj_pos + delta, 0), count - 1)
+            self.load_view()
+
+    def go_to(self, step: int, group_id: int | None = None, traj_id: int | None = None) -> None:
+        """Put the cursor on a step (and a group / trajectory by id) and load it."""
+        self.cursor = Cursor(step, 0, 0)
+        self.load_view(group_id=group_id, traj_id=traj_id)
+
+    @work(thread=True, exclusive=True, group="view")
+    def load_view(self, group_id: int | None = None, traj_id: int | None = None) -> None:
+        """Read the data under the cursor (cached) and show it on the screens."""
+        cursor = Cursor(self.cursor.step, self.cursor.group_pos, self.cursor.traj_pos)
+        if cursor.step is None or self.run_id is None:
+            return
+        with self._view_reader as reader:
+            view = self._read_view(reader, self.run_id, cursor, group_id, traj_id)
+        if not get_current_worker().is_cancelled:
+            self.call_from_thread(self._show_view, view)
+
+    def _read_view(self, reader: StoreReader, run_id: int, cursor: Cursor,
+                   group_id: int | None, traj_id: int | None) -> View:
+        groups = self._groups_cache.fetch((run_id, cursor.step),
+                                          lambda: reader.groups_of_step(run_id, cursor.step))
+        view = View(cursor, groups)
+        if not groups:
+            return view
+        if group_id is not None:
+            cursor.group_pos = next((i for i, g in enumerate(groups) if g["id"] == group_id), 0)
+        cursor.group_pos = min(cursor.group_pos, len(groups) - 1)
+        gid = groups[cursor.group_pos]["id"]
+        view.group = self._group_cache.fetch(gid, lambda: reader.group(gid))
+        trajs = view.group["trajectories"] if view.group else []
+        if not trajs:
+            return view
+        if traj_id is not None:
+            cursor.traj_pos = next((i for i, t in enumerate(trajs) if t["id"] == traj_id), 0)
+        cursor.traj_pos = min(cursor.traj_pos, len(trajs) - 1)
+        for t in trajs:
+            full = self._traj_cache.fetch(t["id"], lambda tid=t["id"]: reader.trajectory(tid))
+            view.turns[t["id"]] = full.get("turns") or [] if full else []
+        view.trajectory = self._traj_cache.fetch(trajs[cursor.traj_pos]["id"], lambda: None)
+        return view
+
+    def _show_view(self, view: View) -> None:
+        self.view = view
+        self.cursor = view.cursor
+        for screen in self.screen_stack:
+            if isinstance(screen, NavScreen):
+                screen.show_view(view)
+
+    def action_open(self, which: str) -> None:
+        """``g``/``t``/``a``: open the group view, trajectory inspector or advantages view."""
+        from tui.advantages import AdvantagesScreen
+        from tui.group_view import GroupScreen
+        from tui.inspector import TrajectoryScreen
+
+        screens = {"group": GroupScreen, "trajectory": TrajectoryScreen, "advantages": AdvantagesScreen}
+        if which not in screens:
+            raise ValueError(f"unknown view {which!r}; expected one of {sorted(screens)}")
+        if type(self.screen) is screens[which]:
+            return
+        if isinstance(self.screen, NavScreen) and self.screen is not self.screen_stack[1]:
+            self.pop_screen()
+        screen = screens[which]()
+        screen.initial_view = self.view
+        self.push_screen(screen)
+
+    # ---- control keys -----------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Hide keys that do nothing here (the footer lists only working keys)."""
+        if isinstance(self.screen, ModalScreen) and action != "quit_prompt":
+            return False
+        status = (self.run_row or {}).get("status")
+        if action == "toggle_pause":
+            return status in ACTIVE_STATUSES
+        if action == "step_once":
+            return status in ACTIVE_STATUSES and bool(self._want_paused)
+        return True
+
+    def action_toggle_pause(self) -> None:
+        """Space: ask the engine to pause, or to resume when paused."""
+        if self.run_id is None:
+            return
+        self._want_paused = not self._want_paused
+        self.send("pause" if self._want_paused else "resume")
+        self.refresh_bindings()
+
+    def action_step_once(self) -> None:
+        """``n`` (paused): run exactly one more step, then pause again."""
+        if self.run_id is not None and self._want_paused:
+            self.send("step")
+
+    @work(thread=True, group="command")
+    def send(self, kind: str, payload: dict | None = None) -> int:
+        """Write a command row for the engine (off the UI thread); returns its id."""
+        command_id = send_command(self.db_path, self.run_id, kind, payload)
+        self.call_from_thread(self.notify, f"sent {kind}", timeout=2)
+        return command_id
+
+    def action_quit_prompt(self) -> None:
+        """``q``: quit; while the run is active, ask whether to stop it first."""
+        from tui.dialogs import QuitScreen
+
+        if isinstance(self.screen, QuitScreen):
+            return
+        if (self.run_row or {}).get("status") not in ACTIVE_STATUSES:
+            self.exit()
+            return
+        self.push_screen(QuitScreen(), self._on_quit_choice)
+
+    @work(group="command")
+    async def _on_quit_choice(self, choice: str | None) -> None:
+        if choice == "stop":
+            worker = self.send("stop")
+            await worker.wait()
+            self.exit()
+        elif choice == "leave":
+            self.exit()
+
+    def action_help(self) -> None:
+        """``?``: the keys and what they do."""
+        from tui.dialogs import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_runs(self) -> None:
+        """``r``: the runs in the file, with compare."""
+        from tui.runs import RunsScreen
+
+        if not isinstance(self.screen, RunsScreen):
+            self.push_screen(RunsScreen())
+
+    def action_search(self) -> None:
+        """``/``: search trajectory text in this run."""
+        from tui.dialogs import SearchScreen
+
+        if self.run_id is not None and not isinstance(self.screen, SearchScreen):
+            self.push_screen(SearchScreen())
+
+    def action_reward_editor(self) -> None:
+        """``e``: edit the run's reward functions (RewardEditorScreen)."""
+        try:
+            from tui.reward_editor import RewardEditorScreen
+        except ImportError as exc:
+            self.notify(f"the reward editor is not available: {exc}", severity="error")
+            return
+        reward_file = self._reward_file()
+        if reward_file is None:
+            self.notify("this run has no reward file recorded (config['reward_file'])",
+                        severity="error")
+            return
+        self.push_screen(RewardEditorScreen(reward_file, self.recent_groups, self._apply_rewards))
+
+    def _reward_file(self) -> Path | None:
+        run = self.run_row or {}
+        path = (run.get("config") or {}).get("reward_file") or run.get("reward_file")
+        return Path(path) if path else None
+
+    def _apply_rewards(self, source: str, weights: dict) -> None:
+        self.send("set_rewards", {"source": source, "weights": weights})
+
+    def recent_groups(self, k: int) -> list[dict]:
+        """The last ``k`` groups of the run for the reward editor's preview.
+
+        Returns ``[{"trajectories": [{"example", "completion", "reward"}]}]``
+        where ``example`` is ``{"id", "prompt"}`` plus the stored example
+        fields the store keeps. Runs a query: call it off the UI thread.
+        """
+        if self.run_id is None:
+            return []
+        with self._view_reader as reader:
+            return reader.recent_groups(self.run_id, k)
+
+    # ---- helpers for screens ---------------------------------------------------------
+
+    @work(thread=True, group="query")
+    def query(self, fn: Callable[[StoreReader], Any], done: Callable[[Any], None]) -> None:
+        """Run ``fn(reader)`` in a worker thread and call ``done(result)`` on the UI thread."""
+        with self._view_reader as reader:
+            result = fn(reader)
+        self.call_from_thread(done, result)
+
+    def watch_run(self, run_id: int) -> None:
+        """Switch the dashboard to another run of the file."""
+        if run_id == self.run_id:
+            return
+        self.run_id, self.run_name, self.feed, self.run_row, self.view = run_id, None, None, None, None
+        self.cursor = Cursor()
+        for screen in self.screen_stack:
+            if hasattr(screen, "reset"):
+                screen.reset()
+
+    @property
+    def steps_per_second(self) -> float | None:
+        """Steps per second over the last steps (from ``step_seconds``), None if unknown."""
+        if self.feed is None or self.feed.series.last is None:
+            return None
+        seconds = self.feed.series.last.get("step_seconds")
+        return 1.0 / seconds if seconds else None
+
+
+def _now() -> float:
+    return time.time()

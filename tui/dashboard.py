@@ -1,0 +1,181 @@
+"""The dashboard: live plots, recent groups, latest rollouts, alerts, the cursor line."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal
+from textual.widgets import DataTable, Footer, Header, Static
+
+from tui.feed import FeedUpdate, RunFeed
+from tui.plots import MetricPlot, Trace
+from tui.view import NavScreen, View
+
+PLOT_SECONDS = 0.5
+"""Plots redraw at most this often (seconds): twice a second."""
+
+ROLLOUT_ROWS = 50
+"""Latest rollouts listed on the dashboard."""
+
+
+def clip(text: str | None, width: int) -> str:
+    """One line of at most ``width`` characters (newlines shown as ⏎)."""
+    line = (text or "").replace("\n", "⏎")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    """A number for a table cell; ``-`` for a missing one."""
+    return "-" if value is None else format(value, spec)
+
+
+def run_line(run: dict | None, step: int | None, steps_per_s: float | None) -> str:
+    """The header's sub-title: scenario, step, STATUS, steps/s."""
+    if run is None:
+        return "waiting for the run to appear in the file…"
+    rate = f"{steps_per_s:.2f} steps/s" if steps_per_s else "- steps/s"
+    return f"{run['scenario']} · step {fmt(step, 'd')} · {run['status'].upper()} · {rate}"
+
+
+def cursor_line(view: View | None) -> str:
+    """One line naming what the cursor is on."""
+    if view is None or view.group is None:
+        return "cursor: -"
+    c, group = view.cursor, view.group
+    trajs = group["trajectories"]
+    traj = trajs[c.traj_pos] if trajs else {}
+    return (f"cursor: step {c.step} · group {c.group_pos + 1}/{len(view.groups)} "
+            f"(#{group['id']}) · trajectory {c.traj_pos + 1}/{len(trajs)} · "
+            f"reward {fmt(traj.get('reward'))} · A {fmt(traj.get('advantage'), '+.2f')} · "
+            f"{clip(traj.get('completion'), 60)}")
+
+
+def table(id: str, title: str, *columns: str) -> DataTable:
+    """A row-cursor DataTable with its columns and border title."""
+    widget = DataTable(id=id, cursor_type="row", zebra_stripes=True)
+    widget.add_columns(*columns)
+    widget.border_title = title
+    return widget
+
+
+class DashboardScreen(NavScreen):
+    """The live view of a run (issue 6, part 1); the app's base screen."""
+
+    BINDINGS = [Binding("escape", "unfocus", "Unfocus", show=False)]
+
+    def action_unfocus(self) -> None:
+        """Escape: leave a focused table so the arrows move the cursor again."""
+        self.set_focus(None)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Grid(id="plots"):
+            yield MetricPlot("reward (mean, min/max) · eval/pass@1", [
+                Trace("reward_min", "min", "gray", how="min"),
+                Trace("reward_max", "max", "gray", how="max"),
+                Trace("reward", "reward", "cyan"),
+                Trace("eval/pass_at_1", "pass@1", "green", scatter=True),
+            ], id="plot-reward")
+            yield MetricPlot("reward_std · frac_reward_zero_std", [
+                Trace("reward_std", "reward_std", "cyan"),
+                Trace("frac_reward_zero_std", "frac_zero_std", "red"),
+            ], id="plot-std")
+            yield MetricPlot("kl · clip_ratio", [
+                Trace("kl", "kl", "yellow"),
+                Trace("clip_ratio", "clip_ratio", "magenta", yside="right"),
+            ], id="plot-kl")
+            yield MetricPlot("completions/mean_length · entropy", [
+                Trace("completions/mean_length", "length", "cyan"),
+                Trace("entropy", "entropy", "green", yside="right"),
+            ], id="plot-length")
+        with Horizontal(id="middle"):
+            yield table("groups", "recent groups", "step", "group", "prompt", "rewards", "best",
+                        "worst")
+            yield table("alerts", "alerts (enter opens the groups)", "step", "alert")
+        yield table("rollouts", "latest rollouts", "step", "prompt", "completion", "reward")
+        yield Static("cursor: -", id="cursor-line")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._plots_dirty = False
+        self._feed: RunFeed | None = None
+        self.set_interval(PLOT_SECONDS, self._draw_plots)
+        self._set_header()
+
+    def apply_update(self, update: FeedUpdate, feed: RunFeed) -> None:
+        """Fold a poll's update into the widgets (UI thread)."""
+        self._feed = feed
+        self._set_header()
+        if update.steps or update.events:
+            self._plots_dirty = True
+        if update.groups:
+            self._fill_groups(feed)
+        if update.rollouts:
+            self._fill_rollouts(feed)
+        if update.alerts:
+            self._fill_alerts(feed)
+
+    def reset(self) -> None:
+        """Forget the previous run (the app switched runs)."""
+        self._feed = None
+        for table in self.query(DataTable):
+            table.clear()
+        self._set_header()
+
+    def show_view(self, view: View) -> None:
+        self.query_one("#cursor-line", Static).update(cursor_line(view))
+        table = self.query_one("#groups", DataTable)
+        if view.group is not None and str(view.group["id"]) in {k.value for k in table.rows}:
+            table.move_cursor(row=table.get_row_index(str(view.group["id"])))
+
+    def _set_header(self) -> None:
+        app = self.app
+        run = app.run_row
+        self.title = run["name"] if run else (app.run_name or "Rollout Lab")
+        step = self._feed.last_step if self._feed and self._feed.last_step >= 0 else None
+        self.sub_title = run_line(run, step, app.steps_per_second)
+
+    def _draw_plots(self) -> None:
+        if not self._plots_dirty or self._feed is None:
+            return
+        self._plots_dirty = False
+        marks = list(self._feed.marks)
+        for plot in self.query(MetricPlot):
+            plot.draw(self._feed.series, marks)
+
+    def _fill_groups(self, feed: RunFeed) -> None:
+        table = self.query_one("#groups", DataTable)
+        table.clear()
+        for g in reversed(feed.groups):
+            rewards = " ".join(fmt(r, ".1f") for r in g["rewards"])
+            table.add_row(g["step"], g["idx"], clip(g["prompt"], 24), clip(rewards, 32),
+                          clip(g["best"], 14), clip(g["worst"], 14), key=str(g["id"]))
+
+    def _fill_rollouts(self, feed: RunFeed) -> None:
+        table = self.query_one("#rollouts", DataTable)
+        table.clear()
+        for ro in list(feed.rollouts)[-ROLLOUT_ROWS:][::-1]:
+            table.add_row(ro["step"], clip(ro["prompt"], 40), clip(ro["completion"], 50),
+                          fmt(ro["reward"]), key=str(ro["id"]))
+
+    def _fill_alerts(self, feed: RunFeed) -> None:
+        table = self.query_one("#alerts", DataTable)
+        table.clear()
+        for i, alert in reversed(list(enumerate(feed.alerts))):
+            table.add_row(alert.step, f"{alert.kind}: {alert.message}", key=str(i))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a group, rollout or alert: open the group view on it."""
+        if self._feed is None:
+            return
+        key = event.row_key.value
+        if event.data_table.id == "alerts":
+            alert = self._feed.alerts[int(key)]
+            self.app.go_to(alert.step, group_id=alert.group_ids[0] if alert.group_ids else None)
+        elif event.data_table.id == "groups":
+            group = next(g for g in self._feed.groups if str(g["id"]) == key)
+            self.app.go_to(group["step"], group_id=group["id"])
+        else:
+            ro = next(r for r in self._feed.rollouts if str(r["id"]) == key)
+            self.app.go_to(ro["step"], group_id=ro["group_id"], traj_id=ro["id"])
+        self.app.action_open("group")

@@ -1,0 +1,123 @@
+"""Modal dialogs: quit (stop or leave the run), help, trajectory search."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Footer, Input, Label, Markdown
+
+HELP = """\
+# Keys
+
+| key | what it does |
+|---|---|
+| `space` | pause / resume the run (the engine pauses at its next safe point) |
+| `n` | when paused: run exactly one more step, then pause again |
+| `[` `]` | previous / next step |
+| `←` `→` | previous / next group of the step |
+| `↑` `↓` | previous / next trajectory of the group |
+| `g` | group view: the group's trajectories side by side |
+| `t` | trajectory inspector: turns, details, tokens shaded by advantage |
+| `a` | advantages view: per-turn GiGPO advantages and anchor groups |
+| `s` | (group / advantages view) change the sort |
+| `l` | (trajectory inspector) shade tokens by advantage or by logprob |
+| `/` | search trajectory text in this run |
+| `r` | runs in the file; compare two runs' reward curves |
+| `e` | edit the reward functions of the run |
+| `tab` | focus a table (arrows then move inside it, `enter` opens, `escape` leaves) |
+| `escape` | back |
+| `?` | this help |
+| `q` | quit (asks whether to stop the run or leave it running) |
+
+Plots refresh at most twice a second. Vertical marks: magenta = reward-function
+edit, orange = pause. Alerts (reward-hacking watch) name the step that raised
+them; `enter` on one opens its groups.
+"""
+
+
+class QuitScreen(ModalScreen[str]):
+    """Ask whether quitting should stop the run; dismisses with
+    ``"stop"``, ``"leave"`` or ``"cancel"``."""
+
+    BINDINGS = [
+        Binding("s", "choose('stop')", "Stop the run"),
+        Binding("l", "choose('leave')", "Leave it running"),
+        Binding("escape", "choose('cancel')", "Cancel"),
+    ]
+    AUTO_FOCUS = "#leave"
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-box"):
+            yield Label("The run is still going. Quit and…")
+            with Horizontal():
+                yield Button("Stop the run", id="stop", variant="error")
+                yield Button("Leave it running", id="leave", variant="primary")
+                yield Button("Cancel", id="cancel")
+        yield Footer()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id)
+
+    def action_choose(self, choice: str) -> None:
+        """Dismiss with ``choice``."""
+        self.dismiss(choice)
+
+
+class HelpScreen(ModalScreen[None]):
+    """The key bindings and what they do."""
+
+    BINDINGS = [Binding("escape,question_mark", "app.pop_screen", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            yield Markdown(HELP)
+        yield Footer()
+
+
+class SearchScreen(ModalScreen[None]):
+    """``/``: find trajectories of the run whose completion or prompt contains a text.
+
+    The query runs in a worker (``StoreReader.search``, newest 100 matches);
+    ``enter`` on a match moves the cursor there and opens the trajectory
+    inspector.
+    """
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Close")]
+    AUTO_FOCUS = "#search-input"
+    LIMIT = 100
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="search-box"):
+            yield Input(placeholder="text in a completion or prompt, then enter", id="search-input")
+            yield DataTable(id="search-results", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("step", "group", "traj", "reward", "completion")
+        self._rows: dict[str, dict] = {}
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        run_id = self.app.run_id
+        self.app.query(lambda reader: reader.search(run_id, text, limit=self.LIMIT), self._show)
+
+    def _show(self, rows: list[dict]) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        self._rows = {str(r["id"]): r for r in rows}
+        for r in rows:
+            table.add_row(r["step"], r["group_id"], r["idx"], f"{r['reward'] or 0:.2f}",
+                          (r["completion"] or "").replace("\n", "⏎")[:80], key=str(r["id"]))
+        table.border_title = f"{len(rows)} matches (newest first)"
+        if rows:
+            table.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        row = self._rows[event.row_key.value]
+        self.app.pop_screen()
+        self.app.go_to(row["step"], group_id=row["group_id"], traj_id=row["id"])
+        self.app.action_open("trajectory")

@@ -1,0 +1,67 @@
+"""Live metric plots (textual-plotext) that draw at most one point per column."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual_plotext import PlotextPlot
+
+from tui.series import StepSeries, downsample
+
+MARK_COLORS = {"reward_edit": "magenta", "pause": "orange"}
+"""Colour of the vertical line marking each event kind on the time axis."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One metric drawn on a plot.
+
+    ``how`` reduces a bucket of steps to one point (``mean``, or ``min``/``max``
+    for the edges of a band); ``scatter`` draws points instead of a line;
+    ``yside`` is ``left`` or ``right`` (a second y axis).
+    """
+
+    metric: str
+    label: str
+    color: str
+    how: str = "mean"
+    scatter: bool = False
+    yside: str = "left"
+
+
+class MetricPlot(PlotextPlot):
+    """A plot of some step metrics over steps, with event marks.
+
+    Call :meth:`draw` with the run's :class:`tui.series.StepSeries`; it
+    downsamples each trace to the plot's width in cells, so drawing costs
+    O(width) whatever the run length.
+    """
+
+    def __init__(self, title: str, traces: list[Trace], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.title = title
+        self.traces = traces
+
+    def draw(self, series: StepSeries, marks: list[dict] = ()) -> None:
+        """Redraw from ``series``; ``marks`` are events (``kind``, ``step``) to mark."""
+        plt = self.plt
+        plt.clear_data()
+        plt.title(self.title)
+        width = max(self.size.width - 12, 8)  # leave room for the y tick labels
+        drawn_x: list[float] = []
+        for trace in self.traces:
+            xs, ys = series.xy(trace.metric)
+            if not xs:
+                continue
+            xs, ys = downsample(xs, ys, width, trace.how)
+            draw = plt.scatter if trace.scatter else plt.plot
+            draw(xs, ys, label=trace.label, color=trace.color, yside=trace.yside,
+                 marker="dot" if trace.scatter else "braille")
+            drawn_x.extend((xs[0], xs[-1]))
+        if drawn_x:
+            lo, hi = min(drawn_x), max(drawn_x)
+            for mark in marks:
+                step = mark.get("step")
+                if step is not None and lo <= step <= hi:
+                    plt.vline(step, MARK_COLORS.get(mark["kind"], "white"))
+        self.refresh()
