@@ -145,6 +145,20 @@ class JudgeResult:
         (a failure is also written as a ``judge_failed`` event)."""
         return "ok" if self.ok else "failed"
 
+    def call_fields(self) -> dict[str, Any]:
+        """This call as keyword arguments of ``StoreWriter.write_judge_call``
+        (request_hash, model, raw_response, latency_s, tokens, cost_usd, error)."""
+        return {
+            "request_hash": self.request_hash,
+            "model": self.model,
+            "raw_response": self.raw,
+            "latency_s": self.latency_s,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "error": self.error,
+        }
+
     @property
     def ranks(self) -> list[int] | None:
         """Competition ranks in input order: 1 is best, ties share the best
@@ -442,6 +456,34 @@ class RulerJudge:
         """:meth:`score_group` for synchronous callers (runs its own event loop;
         do not call it from inside a running loop)."""
         return asyncio.run(self.score_group(trajectories))
+
+    async def score_groups(
+        self, groups: Sequence[Sequence[Sequence[Message]]], max_concurrency: int = 8
+    ) -> list[JudgeResult]:
+        """Score several groups (e.g. one step's) with at most ``max_concurrency``
+        calls in flight; results in the order of ``groups``.
+
+        Raises:
+            ValueError: ``max_concurrency`` < 1, or a malformed group (checked
+                before any call is made).
+        """
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        for group in groups:
+            validate_trajectories(group)
+        gate = asyncio.Semaphore(max_concurrency)
+
+        async def one(group: Sequence[Sequence[Message]]) -> JudgeResult:
+            async with gate:
+                return await self.score_group(group)
+
+        return list(await asyncio.gather(*(one(g) for g in groups)))
+
+    def score_groups_sync(
+        self, groups: Sequence[Sequence[Sequence[Message]]], max_concurrency: int = 8
+    ) -> list[JudgeResult]:
+        """:meth:`score_groups` for synchronous callers (see :meth:`score_group_sync`)."""
+        return asyncio.run(self.score_groups(groups, max_concurrency))
 
     def _request(self, trajectories: Sequence[Sequence[Message]]) -> dict[str, Any]:
         request: dict[str, Any] = {

@@ -63,6 +63,7 @@ class ChatCompletionsServer:
         base_url: ``http://127.0.0.1:<port>/v1`` once entered.
         requests: the JSON bodies received, in order.
         headers: the request headers received, in order (lower-case names).
+        max_in_flight: the most requests it was handling at the same time.
     """
 
     def __init__(self, replies: list[Reply], *, reject_response_format: bool = False) -> None:
@@ -72,6 +73,8 @@ class ChatCompletionsServer:
         self.reject_response_format = reject_response_format
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -89,6 +92,11 @@ class ChatCompletionsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+    def _track(self, delta: int) -> None:
+        with self._lock:
+            self._in_flight += delta
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
 
     def _next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
         with self._lock:
@@ -116,7 +124,9 @@ class ChatCompletionsServer:
                 body = json.loads(self.rfile.read(length))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 reply = server._next_reply(body, headers)
+                server._track(+1)
                 time.sleep(reply.delay_s)
+                server._track(-1)
                 if reply.status == 200:
                     payload = _completion(body, reply, len(server.requests))
                 else:

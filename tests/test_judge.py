@@ -5,7 +5,8 @@ import json
 import pytest
 from judge_server import ChatCompletionsServer, Reply, scores_json
 
-from engine.judge import DEFAULT_RUBRIC, RulerJudge
+from engine.judge import DEFAULT_RUBRIC, RulerJudge, build_judge_messages
+from engine.judge_cache import request_hash
 
 SYSTEM = {"role": "system", "content": "You answer customer emails for Northwind Home."}
 USER = {"role": "user", "content": "My kettle arrived broken. What now?"}
@@ -15,6 +16,10 @@ GROUP = [
     [SYSTEM, USER, {"role": "assistant", "content": "Please send a photo and we will refund you."}],
 ]
 SECRET = "sk-test-do-not-leak"
+
+
+def build_messages(group):
+    return build_judge_messages(group, DEFAULT_RUBRIC, answer_in_prompt=False)
 
 
 def make_judge(server, tmp_path, **overrides):
@@ -244,3 +249,33 @@ def test_bad_arguments_are_named(tmp_path):
         RulerJudge("m", timeout_s=0)
     with pytest.raises(ValueError, match="model"):
         RulerJudge("")
+
+
+async def test_groups_are_scored_concurrently_in_order(tmp_path):
+    answer = scores_json({"1": 0.1, "2": 0.2, "3": 0.3})
+    groups = [[t[:-1] + [{"role": "assistant", "content": f"{t[-1]['content']} #{g}"}]
+               for t in GROUP] for g in range(4)]
+    with ChatCompletionsServer([Reply(content=answer, delay_s=0.2)]) as server:
+        results = await make_judge(server, tmp_path).score_groups(groups, max_concurrency=2)
+    assert [r.scores for r in results] == [[0.1, 0.2, 0.3]] * 4
+    assert server.max_in_flight == 2 and len(server.requests) == 4
+    # each result belongs to its own group's request
+    for group, result in zip(groups, results):
+        sent = next(b for b in server.requests if b["messages"] == build_messages(group))
+        assert result.request_hash == request_hash({**sent, "rubric": DEFAULT_RUBRIC})
+
+
+def test_call_fields_match_the_store_writer(tmp_path):
+    from store.writer import StoreWriter
+
+    answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
+    with ChatCompletionsServer([Reply(content=answer)]) as server:
+        result = make_judge(server, tmp_path, prices={"judge-test": (1.0, 1.0)}).score_group_sync(
+            GROUP)
+    with StoreWriter(tmp_path / "run.db") as writer:
+        run_id = writer.start_run("judge-test-run", "support_replies", {}, {})
+        call_id = writer.write_judge_call(run_id, None, step=0, **result.call_fields())
+        row = writer.db["judge_calls"].get(call_id)
+    assert (row["prompt_tokens"], row["completion_tokens"], row["raw_response"]) == (
+        100, 20, answer)
+    assert row["cost_usd"] == pytest.approx(120 / 1e6) and row["error"] is None
