@@ -2,7 +2,7 @@
 
 A new version of a reward file is never imported into the engine or the TUI
 until it has passed here: :func:`validate` loads it and scores a few samples
-in a child process (``python -m engine.reward_check``) and turns every way it
+in a child process (``python -m engine.reward_sandbox``) and turns every way it
 can fail (syntax error, import error, exception, non-numeric or non-finite
 reward, time-out) into a :class:`ValidationResult` with a clear message and
 the line number. :func:`dry_run` scores stored groups with the old and the
@@ -19,8 +19,6 @@ anything else by the parent's wall-clock limit.
 
 from __future__ import annotations
 
-import dataclasses
-import faulthandler
 import json
 import os
 import re
@@ -33,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.reward_compare import DryRunReport, compare_groups
-from engine.rubric import RubricError, load_rubric
+from engine.reward_sandbox import scoring_limit
 
 #: Default per-call (and import) time limit of a checked reward file, seconds.
 DEFAULT_TIMEOUT_S = 5.0
@@ -92,7 +90,8 @@ def validate(
         sample_completions: completions (JSON-serialisable), same length;
             both may be empty to check loading only.
         timeout_s: seconds allowed for the import and for each reward call;
-            the whole check is also bounded (see :func:`_wall_limit`).
+            scoring all samples is also bounded
+            (``engine.reward_sandbox.scoring_limit``).
         filename: the name messages give the file.
 
     Returns:
@@ -144,9 +143,56 @@ def dry_run(
             without example/completion, or without reward when old_source is
             None).
     """
+    pairs, answer = _score_groups(old_source, new_source, groups, timeout_s, filename)
+    return _compare(pairs, answer, filename)
+
+
+def check_edit(
+    old_source: str | None,
+    new_source: str,
+    groups: Sequence[Mapping[str, Any]],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    filename: str = "rewards.py",
+) -> tuple[ValidationResult, DryRunReport | None]:
+    """:func:`validate` on the groups' trajectories, then :func:`dry_run`, in one child process.
+
+    What the reward editor runs on each save: half the process start-ups of
+    calling the two in turn.
+
+    Args:
+        old_source, new_source, groups, timeout_s, filename: as in dry_run;
+            ``groups`` may be empty (then only loading is checked).
+
+    Returns:
+        (validation of the new version on every trajectory, the dry-run
+        report or None when the new version is invalid or there are no
+        groups). When the old version fails to load the validation is
+        ``ok=False`` with a message naming the applied reward file.
+
+    Raises:
+        ValueError: a group is malformed, as in dry_run.
+    """
+    pairs, answer = _score_groups(old_source, new_source, groups, timeout_s, filename)
+    result = _verdict(answer["new"], filename)
+    if not result.ok or not pairs:
+        return result, None
+    try:
+        return result, _compare(pairs, answer, filename)
+    except RewardCheckError as exc:
+        return exc.result, None
+
+
+def _score_groups(old_source, new_source, groups, timeout_s, filename):
+    """Score every trajectory of ``groups`` with both sources in one child."""
     pairs = [_pairs(k, g, need_reward=old_source is None) for k, g in enumerate(groups)]
     sources = {"new": new_source} if old_source is None else {"old": old_source, "new": new_source}
     answer = _run_child(sources, [[(e, c) for e, c, _ in g] for g in pairs], timeout_s, filename)
+    return pairs, answer
+
+
+def _compare(pairs, answer: dict[str, Any], filename: str) -> DryRunReport:
+    """The dry-run report from the child's answer (stored rewards when there is no old source)."""
     scored = {}
     for side, reply in answer.items():
         if "results" not in reply:
@@ -155,7 +201,7 @@ def dry_run(
             raise RewardCheckError(result.model_copy(update={"message": f"{label}: {result.message}"}))
         scored[side] = reply["results"]
     new = [[r["reward"] for r in g] for g in scored["new"]]
-    if old_source is None:
+    if "old" not in scored:
         old, old_errors = [[float(r) for _, _, r in g] for g in pairs], 0
     else:
         old, old_errors = [[r["reward"] for r in g] for g in scored["old"]], _errors(scored["old"])
@@ -202,11 +248,6 @@ def _verdict(reply: dict[str, Any], filename: str) -> ValidationResult:
     )
 
 
-def _wall_limit(timeout_s: float, n_sources: int) -> float:
-    """Whole-check limit of the child in seconds: generous, only a backstop."""
-    return n_sources * 4 * timeout_s + 10.0
-
-
 def _run_child(
     sources: dict[str, str], groups: list[list[tuple[Any, Any]]], timeout_s: float, filename: str
 ) -> dict[str, Any]:
@@ -220,10 +261,11 @@ def _run_child(
     except (TypeError, ValueError) as exc:
         raise ValueError(f"examples and completions must be JSON-serialisable: {exc}") from None
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")])))
-    wall = _wall_limit(timeout_s, len(sources))
+    # the child's own limits come first; this one is for a child that cannot report
+    wall = len(sources) * (timeout_s + scoring_limit(timeout_s)) + 10.0
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "engine.reward_check"],
+            [sys.executable, "-m", "engine.reward_sandbox"],
             input=request, capture_output=True, text=True, timeout=wall, env=env,
         )
     except subprocess.TimeoutExpired:
@@ -253,47 +295,3 @@ def _child_failure(stderr: str, filename: str, timeout_s: float) -> dict[str, An
         }
     tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no output"
     return {"kind": "crash", "lineno": lineno, "message": f"the reward check process died{where}: {tail}"}
-
-
-# -- the child process ------------------------------------------------------
-
-
-def _child_score(source: str, groups, timeout_s: float, filename: str) -> dict[str, Any]:
-    """Load one source and score every group; the reply for that source."""
-    faulthandler.dump_traceback_later(timeout_s, exit=True)  # import-time hangs
-    try:
-        rubric = load_rubric(source, filename=filename)
-    except RubricError as exc:
-        return {"failure": {"kind": exc.kind, "message": str(exc), "lineno": exc.lineno}}
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-    # Backstop for hangs the per-call watchdog cannot see (GIL held in C code).
-    faulthandler.dump_traceback_later(_wall_limit(timeout_s, 1) - 5.0, exit=True)
-    try:
-        results = [
-            [dataclasses.asdict(r) for r in rubric.score_group([e for e, _ in g], [c for _, c in g], timeout_s)]
-            for g in groups
-        ]
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-    return {"results": results, "weights": rubric.weights, "sha256": rubric.sha256}
-
-
-def _child_main() -> None:
-    """Entry point of ``python -m engine.reward_check``: one request, one answer."""
-    answer_stream = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # the reward file's prints must not corrupt the answer
-    sys.stdout = sys.stderr
-    request = json.load(sys.stdin)
-    answer = {
-        name: _child_score(source, request["groups"], request["timeout_s"], request["filename"])
-        for name, source in request["sources"].items()
-    }
-    answer_stream.write(json.dumps(answer, default=repr))
-    answer_stream.flush()
-    # Abandoned (hung) reward threads must not delay the exit.
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    _child_main()

@@ -15,7 +15,6 @@ reward 0 with the error in its details (see :meth:`Rubric.score_group`).
 from __future__ import annotations
 
 import ast
-import asyncio
 import hashlib
 import inspect
 import json
@@ -461,6 +460,7 @@ class Rubric:
 
     def _run_async(self, name, examples, completions, timeout_s) -> list[_Outcome]:
         """Run async function ``name`` on the group, gathered on one event loop."""
+        import asyncio  # ~70 ms to import: the check process pays it only for async rubrics
         n = len(completions)
         if name in self._hung:
             return [self._hung_outcome(name)] * n
@@ -625,6 +625,8 @@ class _Job:
             try:
                 value = call()
                 if inspect.iscoroutine(value):  # a sync function that returned a coroutine
+                    import asyncio  # see _run_async
+
                     value = asyncio.run(value)
                 self.results.append(("ok", value))
             except (Exception, SystemExit) as exc:  # any reward-function failure

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.reward_check import RewardCheckError, dry_run, validate
+from engine.reward_check import RewardCheckError, check_edit, dry_run, validate
 
 GOOD = (Path(__file__).resolve().parents[1] / "scenarios" / "arithmetic" / "rewards.py").read_text()
 EXAMPLE = {"id": "e1", "prompt": "What is 2 + 3?", "answer": 5}
@@ -105,3 +105,18 @@ def test_dry_run_rejects_malformed_groups():
         dry_run(None, GOOD, [{"trajectories": [{"example": EXAMPLE, "completion": "5"}]}])
     with pytest.raises(ValueError, match="'trajectories' list"):
         dry_run(GOOD, GOOD, [{"rows": []}])
+
+
+def test_check_edit_validates_on_every_trajectory_then_dry_runs():
+    groups = groups_of([["5", "7"], ["five", "5"]], stored=lambda c: 0.0)
+    result, report = check_edit(GOOD, GOOD.replace(REWARD_LINE, '"reward": 2.0 if ok else 0.0'), groups, 2.0)
+    assert result.ok and result.rewards == [2.0, 0.0, 0.0, 2.0]
+    assert [g.new_mean for g in report.groups] == [1.0, 1.0]
+    assert report.groups_ranking_changed == 0
+    bad, none = check_edit(GOOD, GOOD.replace(REWARD_LINE, '"reward": "abc"'), groups, 2.0)
+    assert not bad.ok and bad.kind == "bad_reward" and none is None
+    broken_old, none = check_edit("import not_a_module_xyz\n", GOOD, groups, 2.0)
+    assert not broken_old.ok and none is None
+    assert broken_old.message.startswith("the applied reward file: ImportError")
+    loads_only, none = check_edit(GOOD, GOOD, [], 2.0)
+    assert loads_only.ok and none is None
