@@ -448,14 +448,62 @@ class RulerJudge:
         self.use_response_format = True
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self._random = random.Random()
+        # One client per event loop: building one costs ~0.1 s of CPU (its
+        # SSL context), and its connection pool belongs to the loop it ran on.
+        self._client: openai.AsyncOpenAI | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._sync_loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"RulerJudge(model={self.model!r}, base_url={self.base_url!r})"
 
+    def _client_here(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client = openai.AsyncOpenAI(
+                api_key=self._api_key, base_url=self.base_url, max_retries=0,
+                timeout=self.timeout_s,
+            )
+            self._client_loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running loop (call before that loop ends)."""
+        if self._client is not None and self._client_loop is asyncio.get_running_loop():
+            await self._client.close()
+            self._client = self._client_loop = None
+
+    def close(self) -> None:
+        """Close what the ``*_sync`` methods opened: their client and event loop."""
+        if self._sync_loop is not None and not self._sync_loop.is_closed():
+            if self._client is not None and self._client_loop is self._sync_loop:
+                self._sync_loop.run_until_complete(self._client.close())
+                self._client = self._client_loop = None
+            self._sync_loop.close()
+
+    async def __aenter__(self) -> RulerJudge:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> RulerJudge:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run_sync(self, coroutine: Any) -> Any:
+        if self._sync_loop is None or self._sync_loop.is_closed():
+            self._sync_loop = asyncio.new_event_loop()
+        return self._sync_loop.run_until_complete(coroutine)
+
     def score_group_sync(self, trajectories: Sequence[Sequence[Message]]) -> JudgeResult:
-        """:meth:`score_group` for synchronous callers (runs its own event loop;
-        do not call it from inside a running loop)."""
-        return asyncio.run(self.score_group(trajectories))
+        """:meth:`score_group` for synchronous callers, on an event loop the
+        judge keeps between calls (so the HTTP connection is reused); call
+        :meth:`close` (or use ``with judge:``) when done. Not from inside a
+        running loop, nor from two threads at once."""
+        return self._run_sync(self.score_group(trajectories))
 
     async def score_groups(
         self, groups: Sequence[Sequence[Sequence[Message]]], max_concurrency: int = 8
@@ -483,7 +531,7 @@ class RulerJudge:
         self, groups: Sequence[Sequence[Sequence[Message]]], max_concurrency: int = 8
     ) -> list[JudgeResult]:
         """:meth:`score_groups` for synchronous callers (see :meth:`score_group_sync`)."""
-        return asyncio.run(self.score_groups(groups, max_concurrency))
+        return self._run_sync(self.score_groups(groups, max_concurrency))
 
     def _request(self, trajectories: Sequence[Sequence[Message]]) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -541,10 +589,7 @@ class RulerJudge:
         validate_trajectories(trajectories)
         started = time.perf_counter()
         tally = _Tally()
-        async with openai.AsyncOpenAI(
-            api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
-        ) as client:
-            result = await self._until_done(client, trajectories, tally)
+        result = await self._until_done(self._client_here(), trajectories, tally)
         if result is None:
             result = JudgeResult(
                 scores=None,

@@ -64,6 +64,7 @@ class ChatCompletionsServer:
         requests: the JSON bodies received, in order.
         headers: the request headers received, in order (lower-case names).
         max_in_flight: the most requests it was handling at the same time.
+        client_ports: the client's port per request (equal ports: one kept connection).
     """
 
     def __init__(self, replies: list[Reply], *, reject_response_format: bool = False) -> None:
@@ -74,6 +75,7 @@ class ChatCompletionsServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.max_in_flight = 0
+        self.client_ports: list[int] = []
         self._in_flight = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -98,9 +100,10 @@ class ChatCompletionsServer:
             self._in_flight += delta
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
 
-    def _next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+    def _next_reply(self, body: dict[str, Any], headers: dict[str, str], port: int) -> Reply:
         with self._lock:
             self.requests.append(body)
+            self.client_ports.append(port)
             self.headers.append(headers)
             if self.reject_response_format and "response_format" in body:
                 return Reply(status=400, error="response_format is not supported by this server")
@@ -111,6 +114,9 @@ class ChatCompletionsServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in two writes; without this, Nagle's
+            # algorithm and delayed ACKs add ~40 ms to every answer
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:  # keep pytest output clean
                 pass
@@ -123,7 +129,7 @@ class ChatCompletionsServer:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length))
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                reply = server._next_reply(body, headers)
+                reply = server._next_reply(body, headers, self.client_address[1])
                 server._track(+1)
                 time.sleep(reply.delay_s)
                 server._track(-1)

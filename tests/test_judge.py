@@ -32,7 +32,8 @@ def make_judge(server, tmp_path, **overrides):
 
 async def judge_once(replies, tmp_path, *, reject_response_format=False, **overrides):
     with ChatCompletionsServer(replies, reject_response_format=reject_response_format) as server:
-        result = await make_judge(server, tmp_path, **overrides).score_group(GROUP)
+        async with make_judge(server, tmp_path, **overrides) as judge:
+            result = await judge.score_group(GROUP)
     return result, server
 
 
@@ -166,9 +167,9 @@ async def test_empty_scores_list(tmp_path):
 async def test_server_rejecting_response_format_falls_back_to_prompt(tmp_path):
     answer = scores_json({"1": 0.9, "2": 0.0, "3": 0.4})
     with ChatCompletionsServer([Reply(content=answer)], reject_response_format=True) as server:
-        judge = make_judge(server, tmp_path)
-        result = await judge.score_group(GROUP)
-        again = await judge.score_group(GROUP)
+        async with make_judge(server, tmp_path) as judge:
+            result = await judge.score_group(GROUP)
+            again = await judge.score_group(GROUP)
     assert result.scores == pytest.approx([0.9, 0.0, 0.4]) and again.ok
     assert result.attempts == 2 and "response_format" in result.attempt_errors[0]
     assert "response_format" in server.requests[0]
@@ -187,19 +188,20 @@ async def test_permanent_http_error_fails_at_once(tmp_path):
 async def test_unreachable_server_is_retried_then_reported(tmp_path):
     with ChatCompletionsServer([Reply()]) as server:
         base_url = server.base_url  # the port is closed once the server has stopped
-    judge = RulerJudge("judge-test", base_url=base_url, max_retries=1, timeout_s=0.5,
-                       backoff_base_s=0.01, use_cache=False)
-    result = await judge.score_group(GROUP)
+    async with RulerJudge("judge-test", base_url=base_url, max_retries=1, timeout_s=0.5,
+                          backoff_base_s=0.01, use_cache=False) as judge:
+        result = await judge.score_group(GROUP)
     assert result.attempts == 2 and "connection failed" in result.error
 
 
 async def test_answers_are_cached_and_failures_are_not(tmp_path):
     answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
     with ChatCompletionsServer([Reply(status=500), Reply(content=answer)]) as server:
-        judge = make_judge(server, tmp_path, max_retries=0, use_cache=True)
-        failed = await judge.score_group(GROUP)
-        first = await judge.score_group(GROUP)
-        second = await make_judge(server, tmp_path, use_cache=True).score_group(GROUP)
+        async with make_judge(server, tmp_path, max_retries=0, use_cache=True) as judge:
+            failed = await judge.score_group(GROUP)
+            first = await judge.score_group(GROUP)
+        async with make_judge(server, tmp_path, use_cache=True) as judge:
+            second = await judge.score_group(GROUP)
     assert failed.scores is None and first.ok and len(server.requests) == 2
     assert second.cached and second.attempts == 0 and second.prompt_tokens == 0
     assert second.scores == first.scores and second.raw == answer
@@ -210,9 +212,10 @@ async def test_answers_are_cached_and_failures_are_not(tmp_path):
 async def test_cache_key_depends_on_rubric(tmp_path):
     answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
     with ChatCompletionsServer([Reply(content=answer)]) as server:
-        first = await make_judge(server, tmp_path, use_cache=True).score_group(GROUP)
-        other = await make_judge(server, tmp_path, use_cache=True, rubric="Be terse.").score_group(
-            GROUP)
+        async with make_judge(server, tmp_path, use_cache=True) as judge:
+            first = await judge.score_group(GROUP)
+        async with make_judge(server, tmp_path, use_cache=True, rubric="Be terse.") as judge:
+            other = await judge.score_group(GROUP)
     assert not other.cached and other.request_hash != first.request_hash
     assert "Be terse." in server.requests[1]["messages"][0]["content"]
 
@@ -238,8 +241,13 @@ async def test_api_key_fallback(tmp_path, monkeypatch, env_key, sent):
 def test_sync_wrapper(tmp_path):
     answer = scores_json({"1": 0.2, "2": 0.4, "3": 0.6})
     with ChatCompletionsServer([Reply(content=answer)]) as server:
-        result = make_judge(server, tmp_path).score_group_sync(GROUP)
+        with make_judge(server, tmp_path) as judge:
+            result = judge.score_group_sync(GROUP)
+            again = judge.score_groups_sync([GROUP, GROUP])
     assert result.scores == pytest.approx([0.2, 0.4, 0.6])
+    assert [r.scores for r in again] == [result.scores] * 2
+    # the client is kept between sync calls: the first call's connection is reused
+    assert len(server.requests) == 3 and server.client_ports[0] in server.client_ports[1:]
 
 
 def test_bad_arguments_are_named(tmp_path):
@@ -256,7 +264,8 @@ async def test_groups_are_scored_concurrently_in_order(tmp_path):
     groups = [[t[:-1] + [{"role": "assistant", "content": f"{t[-1]['content']} #{g}"}]
                for t in GROUP] for g in range(4)]
     with ChatCompletionsServer([Reply(content=answer, delay_s=0.2)]) as server:
-        results = await make_judge(server, tmp_path).score_groups(groups, max_concurrency=2)
+        async with make_judge(server, tmp_path) as judge:
+            results = await judge.score_groups(groups, max_concurrency=2)
     assert [r.scores for r in results] == [[0.1, 0.2, 0.3]] * 4
     assert server.max_in_flight == 2 and len(server.requests) == 4
     # each result belongs to its own group's request
@@ -270,8 +279,8 @@ def test_call_fields_match_the_store_writer(tmp_path):
 
     answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
     with ChatCompletionsServer([Reply(content=answer)]) as server:
-        result = make_judge(server, tmp_path, prices={"judge-test": (1.0, 1.0)}).score_group_sync(
-            GROUP)
+        with make_judge(server, tmp_path, prices={"judge-test": (1.0, 1.0)}) as judge:
+            result = judge.score_group_sync(GROUP)
     with StoreWriter(tmp_path / "run.db") as writer:
         run_id = writer.start_run("judge-test-run", "support_replies", {}, {})
         call_id = writer.write_judge_call(run_id, None, step=0, **result.call_fields())

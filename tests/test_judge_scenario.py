@@ -82,9 +82,10 @@ async def test_judge_on_the_scenario_with_verifier_agreement(rubric, tmp_path):
     group = [prompt + [{"role": "assistant", "content": r}] for r in replies]
     answer = scores_json({"2": 0.0, "3": 0.4, "1": 0.95})
     with ChatCompletionsServer([Reply(content=answer)]) as server:
-        judge = RulerJudge("judge-test", base_url=server.base_url, rubric=SCENARIO.judge_rubric,
-                           use_cache=False, timeout_s=0.5)
-        result = await judge.score_group(group)
+        async with RulerJudge("judge-test", base_url=server.base_url,
+                              rubric=SCENARIO.judge_rubric, use_cache=False,
+                              timeout_s=0.5) as judge:
+            result = await judge.score_group(group)
     sent = server.requests[0]["messages"]
     assert "policy given in the system prompt" in sent[0]["content"]
     assert sent[1]["content"].count("Store policy:") == 1  # shared prefix sent once
