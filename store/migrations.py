@@ -10,7 +10,7 @@ leaves the file at the previous version.
 Version 1 is the first schema (issue 2): runs, steps, groups, trajectories,
 events and commands. Version 2 (issue 3) adds multi-step turns, the judge,
 reward-function versions, checkpoints, crash detection fields and the hot
-metric columns of ``steps``.
+metric columns of ``steps``. Version 3 adds a covering index for step series.
 
 Units: every ``*_at`` column is Unix time in seconds (REAL); ``*_tokens``
 columns count tokens; ``latency_s`` and ``step_seconds`` are seconds. JSON
@@ -180,5 +180,13 @@ V2 = [
     "CREATE INDEX runs_status ON runs(status)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2]
+V3 = [
+    # Covering index for the plots: a step series is read from the index
+    # alone, without one table lookup per step (10,000-step series).
+    "CREATE INDEX steps_series ON steps(run_id, step, reward, reward_std, reward_min, "
+    "reward_max, frac_reward_zero_std, kl, entropy, clip_ratio, completions_mean_length, loss, "
+    "grad_norm, step_seconds, eval_pass_at_1, judge_tau)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3]
 SCHEMA_VERSION = len(MIGRATIONS)
