@@ -26,7 +26,6 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -412,7 +411,8 @@ class RulerJudge:
     a retry.
 
     Raises:
-        ValueError: ``max_retries`` < 0, ``timeout_s`` <= 0 or an empty model.
+        ValueError: ``max_retries`` < 0, ``timeout_s`` <= 0, backoff delays
+            negative or base above max, or an empty model.
     """
 
     def __init__(
@@ -436,6 +436,10 @@ class RulerJudge:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+        if not 0 <= backoff_base_s <= backoff_max_s:
+            raise ValueError(
+                f"need 0 <= backoff_base_s <= backoff_max_s, got {backoff_base_s} and {backoff_max_s}"
+            )
         self.model = model
         self.base_url = base_url
         self.rubric = rubric if rubric is not None else DEFAULT_RUBRIC

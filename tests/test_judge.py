@@ -257,6 +257,8 @@ def test_bad_arguments_are_named(tmp_path):
         RulerJudge("m", timeout_s=0)
     with pytest.raises(ValueError, match="model"):
         RulerJudge("")
+    with pytest.raises(ValueError, match="backoff_base_s"):
+        RulerJudge("m", backoff_base_s=5, backoff_max_s=1)
 
 
 async def test_groups_are_scored_concurrently_in_order(tmp_path):
