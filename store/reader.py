@@ -253,3 +253,14 @@ class StoreReader:
         with its ``status`` (pending/applied/rejected) and ``message``."""
         return self._all("SELECT * FROM commands WHERE run_id = ? ORDER BY id", [run_id],
                          ("payload",))
+
+    def anchor_share_by_step(self, run_id: int) -> list[dict]:
+        """Per step of a multi-step run, the share of turns whose anchor group
+        has more than one member (GiGPO, arXiv 2505.10978, section 5.5):
+        ``[{"step", "share" (0..1), "turns"}]`` ascending; ``[]`` without turns."""
+        # CROSS JOIN keeps turns as the outer loop: a single-turn run (no
+        # turns) answers at once instead of scanning its trajectories.
+        return self._all(
+            "SELECT t.step AS step, AVG(tu.anchor_size > 1) AS share, COUNT(*) AS turns "
+            "FROM turns tu CROSS JOIN trajectories t ON t.id = tu.trajectory_id "
+            "WHERE t.run_id = ? GROUP BY t.step ORDER BY t.step", [run_id])

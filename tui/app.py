@@ -35,6 +35,10 @@ POLL_SECONDS = 0.25
 
 ACTIVE_STATUSES = ("running", "paused")
 
+MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "reward_editor", "help",
+                           "open", "move_step", "move_group", "move_traj"})
+"""App actions that a dialog on top (quit, help, search) switches off."""
+
 
 class LockedReader:
     """A StoreReader used by one thread at a time (``with locked as reader:``)."""
@@ -159,22 +163,19 @@ class RolloutLabApp(App):
 
     @work(thread=True, group="poll")
     def _poll(self) -> None:
+        """Worker thread: find the run if not yet known, read what is new."""
+        feed = self.feed
         try:
             with self._poll_reader as reader:
-                update = self._read_update(reader)
-            if update is not None:
-                self.call_from_thread(self._apply_update, update)
+                if feed is None:
+                    run_id = self._find_run(reader)
+                    if run_id is None:
+                        return
+                    feed = RunFeed(reader, run_id, thresholds=self.thresholds)
+                update = feed.poll()
+            self.call_from_thread(self._apply_update, feed, update)
         finally:
             self.call_from_thread(setattr, self, "_polling", False)
-
-    def _read_update(self, reader: StoreReader) -> FeedUpdate | None:
-        """Find the run (if not yet known) and read what is new in it."""
-        if self.feed is None:
-            run_id = self._find_run(reader)
-            if run_id is None:
-                return None
-            self.feed = RunFeed(reader, run_id, thresholds=self.thresholds)
-        return self.feed.poll()
 
     def _find_run(self, reader: StoreReader) -> int | None:
         if self.run_id is not None:
@@ -184,8 +185,12 @@ class RolloutLabApp(App):
             return run["id"] if run else None
         return reader.latest_run_id()
 
-    def _apply_update(self, update: FeedUpdate) -> None:
+    def _apply_update(self, feed: RunFeed, update: FeedUpdate) -> None:
         """UI thread: remember the run state and hand the update to the screens."""
+        if self.feed is None and self.run_id in (None, feed.run_id):
+            self.feed = feed
+        if feed is not self.feed:
+            return  # read for a run the user switched away from meanwhile
         previous = self.run_row
         self.run_row = update.run
         self.run_id = update.run["id"] if update.run else self.run_id
@@ -194,7 +199,7 @@ class RolloutLabApp(App):
             self._want_paused = status == "paused"
             self.refresh_bindings()
         for screen in self.screen_stack:
-            if hasattr(screen, "apply_update"):
+            if hasattr(screen, "apply_update") and screen.is_mounted:
                 screen.apply_update(update, self.feed)
         if self.cursor.step is None and update.steps:
             self.cursor.step = update.steps[-1]["step"]
@@ -272,7 +277,10 @@ class RolloutLabApp(App):
         self.cursor = view.cursor
         for screen in self.screen_stack:
             if isinstance(screen, NavScreen):
-                screen.show_view(view)
+                if screen.is_mounted:
+                    screen.show_view(view)
+                else:  # pushed but not composed yet: it shows this once mounted
+                    screen.initial_view = view
 
     def action_open(self, which: str) -> None:
         """``g``/``t``/``a``: open the group view, trajectory inspector or advantages view."""
@@ -295,7 +303,7 @@ class RolloutLabApp(App):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide keys that do nothing here (the footer lists only working keys)."""
-        if isinstance(self.screen, ModalScreen) and action != "quit_prompt":
+        if isinstance(self.screen, ModalScreen) and action in MODAL_BLOCKED:
             return False
         status = (self.run_row or {}).get("status")
         if action == "toggle_pause":
@@ -390,14 +398,25 @@ class RolloutLabApp(App):
     def recent_groups(self, k: int) -> list[dict]:
         """The last ``k`` groups of the run for the reward editor's preview.
 
-        Returns ``[{"trajectories": [{"example", "completion", "reward"}]}]``
-        where ``example`` is ``{"id", "prompt"}`` plus the stored example
-        fields the store keeps. Runs a query: call it off the UI thread.
+        Returns ``[{"trajectories": [{"example", "completion", "reward"}]}]``,
+        newest group first, where ``example`` is ``{"id", "prompt"}`` (the
+        store keeps no other example fields). Runs queries: call it off the
+        UI thread.
         """
-        if self.run_id is None:
-            return []
+        run_id, out = self.run_id, []
+        if run_id is None:
+            return out
         with self._view_reader as reader:
-            return reader.recent_groups(self.run_id, k)
+            for step in reversed(reader.steps(run_id)):
+                for light in reversed(reader.groups_of_step(run_id, step)):
+                    group = reader.group(light["id"])
+                    example = {"id": group["example_id"], "prompt": group["prompt"]}
+                    out.append({"trajectories": [
+                        {"example": example, "completion": t["completion"], "reward": t["reward"]}
+                        for t in group["trajectories"]]})
+                    if len(out) >= k:
+                        return out
+        return out
 
     # ---- helpers for screens ---------------------------------------------------------
 

@@ -96,24 +96,30 @@ class DashboardScreen(NavScreen):
         yield Static("cursor: -", id="cursor-line")
         yield Footer()
 
-    def on_mount(self) -> None:
+    def __init__(self) -> None:
+        super().__init__()
         self._plots_dirty = False
         self._feed: RunFeed | None = None
+
+    def on_mount(self) -> None:
         self.set_interval(PLOT_SECONDS, self._draw_plots)
         self._set_header()
+        if self.app.feed is not None:  # polled before this screen was mounted
+            self.apply_update(None, self.app.feed)
 
-    def apply_update(self, update: FeedUpdate, feed: RunFeed) -> None:
-        """Fold a poll's update into the widgets (UI thread)."""
+    def apply_update(self, update: FeedUpdate | None, feed: RunFeed) -> None:
+        """Show a poll's update (UI thread); ``None`` redraws everything."""
         self._feed = feed
         self._set_header()
-        if update.steps or update.events:
-            self._plots_dirty = True
-        if update.groups:
-            self._fill_groups(feed)
-        if update.rollouts:
-            self._fill_rollouts(feed)
-        if update.alerts:
-            self._fill_alerts(feed)
+        with feed.lock:
+            if update is None or update.steps or update.events:
+                self._plots_dirty = True
+            if update is None or update.groups:
+                self._fill_groups(feed)
+            if update is None or update.rollouts:
+                self._fill_rollouts(feed)
+            if update is None or update.alerts:
+                self._fill_alerts(feed)
 
     def reset(self) -> None:
         """Forget the previous run (the app switched runs)."""
@@ -138,10 +144,15 @@ class DashboardScreen(NavScreen):
     def _draw_plots(self) -> None:
         if not self._plots_dirty or self._feed is None:
             return
-        self._plots_dirty = False
-        marks = list(self._feed.marks)
-        for plot in self.query(MetricPlot):
-            plot.draw(self._feed.series, marks)
+        if not self._feed.lock.acquire(blocking=False):
+            return  # the poll worker is folding new rows in: draw next tick
+        try:
+            self._plots_dirty = False
+            marks = list(self._feed.marks)
+            for plot in self.query(MetricPlot):
+                plot.draw(self._feed.series, marks)
+        finally:
+            self._feed.lock.release()
 
     def _fill_groups(self, feed: RunFeed) -> None:
         table = self.query_one("#groups", DataTable)

@@ -11,6 +11,7 @@ small one). Everything it keeps is bounded: the step series decimates
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -77,7 +78,8 @@ class RunFeed:
     """Incremental reader of one run for the dashboard.
 
     ``reader`` is a :class:`store.reader.StoreReader`; the feed must be polled
-    from one thread at a time. ``backfill_steps`` bounds how many past steps'
+    from one thread at a time; other threads read its caches holding
+    :attr:`lock`. ``backfill_steps`` bounds how many past steps'
     groups are read on the first poll to seed the alert watch (reading every
     group of a million-trajectory run would take seconds); the step-metric
     alerts still see every step.
@@ -101,16 +103,38 @@ class RunFeed:
         self.last_event_id = 0
         self.last_rollout_rowid = 0
         self.run: dict | None = None
+        self.lock = threading.Lock()
 
     def poll(self, max_steps: int = 100_000) -> FeedUpdate:
-        """Read what is new since the last poll and fold it into the caches."""
-        self.run = self.reader.run(self.run_id)
-        update = FeedUpdate(self.run)
-        first = self.last_step < 0
-        update.steps = self.reader.step_series(self.run_id, since_step=self.last_step, limit=max_steps)
-        update.events = self.reader.events(self.run_id, since_id=self.last_event_id)
-        update.rollouts = self.reader.rollouts_since(self.run_id, self.last_rollout_rowid,
-                                                     limit=self.rollouts.maxlen)
+        """Read what is new since the last poll, then fold it into the caches
+        under :attr:`lock` (the UI thread takes the lock to read the caches)."""
+        update = self._read(max_steps)
+        with self.lock:
+            self._fold(update)
+        return update
+
+    def _read(self, max_steps: int) -> FeedUpdate:
+        """The queries: run row, steps, events, rollouts, new steps' groups."""
+        reader, run_id = self.reader, self.run_id
+        update = FeedUpdate(reader.run(run_id))
+        update.steps = reader.step_series(run_id, since_step=self.last_step, limit=max_steps)
+        update.events = reader.events(run_id, since_id=self.last_event_id)
+        update.rollouts = reader.rollouts_since(run_id, self.last_rollout_rowid,
+                                                limit=self.rollouts.maxlen)
+        if update.steps:
+            # Groups of the new steps, for the alert watch; on the first poll
+            # only the last `backfill_steps` steps (a long run has too many).
+            first = self.last_step < 0
+            since = update.steps[-1]["step"] - self.backfill_steps if first else -1
+            for row in update.steps:
+                if row["step"] > since:
+                    update.groups.extend(reader.group(g["id"])
+                                         for g in reader.groups_of_step(run_id, row["step"]))
+        return update
+
+    def _fold(self, update: FeedUpdate) -> None:
+        """Fold a read into the bounded caches and run the alert watch."""
+        self.run = update.run
         for ev in update.events:
             self.last_event_id = max(self.last_event_id, ev["id"])
             if ev["kind"] in MARK_EVENTS:
@@ -119,24 +143,15 @@ class RunFeed:
             self.last_rollout_rowid = max(self.last_rollout_rowid, ro["id"])
             self.rollouts.append(ro)
         self.series.extend(update.steps)
-        self._watch_steps(update, first)
-        return update
-
-    def _watch_steps(self, update: FeedUpdate, first: bool) -> None:
-        """Feed new steps to the alert watch, with their groups where affordable."""
-        if not update.steps:
-            return
-        backfill_from = update.steps[-1]["step"] - self.backfill_steps if first else -1
+        by_step: dict[int, list[dict]] = {}
+        for group in update.groups:
+            by_step.setdefault(group["step"], []).append(group)
+        update.groups = [group_summary(g) for g in update.groups]
+        self.groups.extend(update.groups)
         for row in update.steps:
             step = row["step"]
-            groups = []
-            if step > backfill_from:
-                groups = [self.reader.group(g["id"])
-                          for g in self.reader.groups_of_step(self.run_id, step)]
-                summaries = [group_summary(g) for g in groups]
-                self.groups.extend(summaries)
-                update.groups.extend(summaries)
-            new = self.watch.observe(step, row, [group_stats(g) for g in groups])
+            stats = [group_stats(g) for g in by_step.get(step, [])]
+            new = self.watch.observe(step, row, stats)
             self.alerts.extend(new)
             update.alerts.extend(new)
             self.last_step = step

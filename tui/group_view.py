@@ -83,6 +83,7 @@ class GroupScreen(NavScreen):
     def __init__(self) -> None:
         super().__init__()
         self.sort = SORTS[0]
+        self.shown: list[dict] = []  # the trajectories in column order
         self._view: View | None = None
 
     def compose(self) -> ComposeResult:
@@ -113,12 +114,13 @@ class GroupScreen(NavScreen):
             f"prompt: {clip(group['prompt'], 70)} · judge: {judge} · sorted by {self.sort}")
         trajs = group["trajectories"]
         selected = trajs[view.cursor.traj_pos]["id"] if trajs else None
+        self.shown = sort_trajectories(trajs, self.sort)
         columns = self.query_one("#columns", Horizontal)
         columns.remove_children()
         columns.mount_all(
             VerticalScroll(Static(column_text(t, t["id"] == selected)),
                            classes="traj-column" + (" -selected" if t["id"] == selected else ""))
-            for t in sort_trajectories(trajs, self.sort))
+            for t in self.shown)
         self.query_one("#versions", Static).update(versions_line(trajs))
 
 

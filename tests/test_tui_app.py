@@ -1,0 +1,338 @@
+"""Pilot tests of the TUI's key bindings on the fixed small run file.
+
+No engine runs here: the run file is written by the real StoreWriter (the
+``demo`` run is ``running`` and owned by this test process), and the tests
+check what the TUI shows and what it writes in the ``commands`` table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from textual.widgets import DataTable, Input, Static
+
+from fixtures.smalldb import build_small_db
+from store.reader import StoreReader
+from store.writer import StoreWriter
+from tui.advantages import AdvantagesScreen
+from tui.app import RolloutLabApp
+from tui.dialogs import HelpScreen, QuitScreen, SearchScreen
+from tui.group_view import GroupScreen
+from tui.inspector import TrajectoryScreen
+from tui.runs import CompareScreen, RunsScreen
+
+SIZE = (120, 40)
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A fresh copy of the fixed run file and its run ids."""
+    path = tmp_path / "run.db"
+    return path, build_small_db(path)
+
+
+async def until(pilot, condition, timeout: float = 10.0) -> None:
+    """Let the app run (workers included) until ``condition()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {condition.__doc__ or condition}")
+        await pilot.pause(0.05)
+
+
+async def loaded(pilot) -> None:
+    """Wait for the first poll and the cursor's view."""
+    app = pilot.app
+    await until(pilot, lambda: app.view is not None and app.view.group is not None)
+
+
+def commands(path, run_id) -> list[str]:
+    with StoreReader(path) as reader:
+        return [c["kind"] for c in reader.commands(run_id)]
+
+
+async def test_dashboard_shows_run_header_and_tables(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await until(pilot, lambda: app.screen.query_one("#alerts", DataTable).row_count > 0)
+        assert app.screen.title == "demo"
+        assert app.screen.sub_title == "arithmetic · step 7 · RUNNING · 0.50 steps/s"
+        assert app.screen.query_one("#groups", DataTable).row_count == 16
+        assert app.screen.query_one("#rollouts", DataTable).row_count == 50
+        alerts = app.screen.query_one("#alerts", DataTable)
+        assert "perfect_share" in str(alerts.get_row_at(0)[1])
+
+
+async def test_latest_run_is_watched_by_default(db):
+    path, ids = db
+    app = RolloutLabApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert app.run_id == ids["gigpo-demo"]
+        assert "FINISHED" in app.screen.sub_title
+
+
+async def test_space_pauses_and_resumes_through_the_commands_table(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("space")
+        await until(pilot, lambda: commands(path, ids["demo"]) == ["pause"])
+        await pilot.press("space")
+        await until(pilot, lambda: commands(path, ids["demo"]) == ["pause", "resume"])
+
+
+async def test_n_steps_once_only_when_paused(db):
+    path, ids = db
+    with StoreWriter(path) as writer:
+        writer.set_status(ids["demo"], "running")
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("n")  # running: n does nothing
+        await pilot.pause(0.2)
+        await app.workers.wait_for_complete()
+        assert commands(path, ids["demo"]) == []
+        with StoreWriter(path) as writer:
+            writer.set_status(ids["demo"], "paused")
+        await until(pilot, lambda: (app.run_row or {}).get("status") == "paused")
+        await pilot.press("n")
+        await until(pilot, lambda: commands(path, ids["demo"]) == ["step"])
+
+
+async def test_cursor_keys_move_between_steps_groups_trajectories(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert (app.view.cursor.step, app.view.cursor.group_pos, app.view.cursor.traj_pos) == (7, 0, 0)
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        await until(pilot, lambda: app.view.cursor.step == 5)
+        await pilot.press("right")
+        await until(pilot, lambda: app.view.cursor.group_pos == 1)
+        await pilot.press("right")  # clamped: the step has 2 groups
+        await pilot.press("down", "down", "down", "down")  # clamped at the 4th trajectory
+        await until(pilot, lambda: app.view.cursor.traj_pos == 3)
+        await pilot.press("up", "left", "right_square_bracket")
+        await until(pilot, lambda: (app.view.cursor.step, app.view.cursor.group_pos,
+                                    app.view.cursor.traj_pos) == (6, 0, 2))
+        assert app.view.group["step"] == 6 and app.view.group["idx"] == 0
+        assert app.view.trajectory["idx"] == 2
+        line = str(app.screen.query_one("#cursor-line", Static).render())
+        assert "step 6 · group 1/2" in line and "trajectory 3/4" in line
+
+
+async def test_g_opens_group_view_and_s_sorts_by_reward(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("left_square_bracket")  # step 6: mixed rewards
+        await until(pilot, lambda: app.view.cursor.step == 6)
+        await pilot.press("g")
+        await until(pilot, lambda: isinstance(app.screen, GroupScreen))
+        screen = app.screen
+        await until(pilot, lambda: len(screen.query(".traj-column")) == 4)
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        assert screen.sort == "reward"
+        rewards = [t["reward"] for t in screen.shown]
+        assert rewards == sorted(rewards, reverse=True) and rewards[0] > rewards[-1]
+        assert len(screen.query(".traj-column")) == 4
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, GroupScreen))
+
+
+async def test_t_opens_inspector_and_l_toggles_shading(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, TrajectoryScreen))
+        screen = app.screen
+        await until(pilot, lambda: "parse_status" in str(screen.query_one("#details-text").render()))
+        assert screen.query_one("#traj-tokens").border_title == "tokens by advantage sign"
+        await pilot.press("l")
+        assert screen.by_logprob
+        assert "no per-token logprobs" in str(screen.query_one("#tokens-text").render())
+        await pilot.press("down")  # the cursor keys work on the inspector too
+        await until(pilot, lambda: screen._traj is not None and screen._traj["idx"] == 1)
+
+
+async def test_a_opens_advantages_and_enter_highlights_an_anchor_group(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["gigpo-demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, AdvantagesScreen))
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        await until(pilot, lambda: table.row_count == 9)
+        await pilot.press("tab", "enter")  # first row: episode 0, t 0, anchor pos=0
+        await until(pilot, lambda: screen.anchor == "pos=0")
+        highlighted = [r for r in range(table.row_count)
+                       if "yellow" in str(table.get_row_at(r)[0].style)]
+        assert len(highlighted) == 5  # the anchor group pos=0 has 5 members
+        await pilot.press("escape", "escape")
+        await until(pilot, lambda: not isinstance(app.screen, AdvantagesScreen))
+
+
+async def test_slash_searches_and_opens_the_match(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, SearchScreen))
+        app.screen.query_one(Input).value = "59 + 41"
+        await pilot.press("enter")
+        results = app.screen.query_one("#search-results", DataTable)
+        await until(pilot, lambda: results.row_count == 4)
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: isinstance(app.screen, TrajectoryScreen))
+        await until(pilot, lambda: app.view.trajectory is not None
+                    and app.view.trajectory["prompt"] == "What is 59 + 41?")
+
+
+async def test_r_lists_runs_and_compares_manifests(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen))
+        table = app.screen.query_one(DataTable)
+        await until(pilot, lambda: table.row_count == 2)
+        assert [str(c) for c in table.get_row_at(0)[2:]] == ["demo", "RUNNING", "arithmetic", "8",
+                                                            "0.80"]
+        await pilot.press("up", "m", "down", "c")
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        warning = app.screen.query_one("#manifest-warning", Static)
+        await until(pilot, lambda: "differ" in str(warning.render()))
+        assert "dataset.name" in str(warning.render())
+        assert "sampling.temperature" in str(warning.render())
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("enter")  # watch the highlighted run (gigpo-demo)
+        await until(pilot, lambda: app.run_id == ids["gigpo-demo"] and app.view is not None
+                    and app.view.group is not None)
+        assert app.screen.title == "gigpo-demo"
+
+
+async def test_question_mark_shows_help(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+async def test_e_opens_the_reward_editor_on_the_run_reward_file(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("e")
+        await pilot.pause(0.3)
+        try:
+            from tui.reward_editor import RewardEditorScreen
+        except ImportError:
+            assert any("reward editor is not available" in n.message
+                       for n in app._notifications)
+        else:
+            assert isinstance(app.screen, RewardEditorScreen)
+
+
+async def test_recent_groups_feeds_the_reward_editor(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        groups = await asyncio.to_thread(app.recent_groups, 3)
+    assert len(groups) == 3
+    first = groups[0]["trajectories"][0]
+    assert first["example"]["prompt"].startswith("What is")
+    assert set(first) == {"example", "completion", "reward"}
+
+
+async def test_q_leave_exits_without_stopping(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await pilot.press("l")
+        await until(pilot, lambda: app._exit_renderables is not None or not app.is_running)
+    assert commands(path, ids["demo"]) == []
+
+
+async def test_q_stop_sends_stop_then_exits(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await pilot.click("#stop")
+        await until(pilot, lambda: not app.is_running)
+    assert commands(path, ids["demo"]) == ["stop"]
+
+
+async def test_q_cancel_stays_and_finished_run_quits_at_once(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, QuitScreen))
+        assert app.is_running
+    finished = RolloutLabApp(path, run_id=ids["gigpo-demo"])
+    async with finished.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("q")
+        await until(pilot, lambda: not finished.is_running)
+    assert commands(path, ids["gigpo-demo"]) == []
+
+
+async def test_app_waits_for_the_engine_run_to_appear(tmp_path):
+    """With engine_cmd, the app spawns it and watches the run it creates."""
+    import sys
+
+    path = tmp_path / "run.db"
+    script = ("import sys; sys.path.insert(0, %r); from store.writer import StoreWriter; "
+              "w = StoreWriter(%r); w.start_run('spawned', 'arithmetic', {}, {}); w.close()"
+              % (str(__import__('pathlib').Path(__file__).resolve().parents[1]), str(path)))
+    StoreWriter(path).close()
+    app = RolloutLabApp(path, run_name="spawned", engine_cmd=[sys.executable, "-c", script])
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.run_row is not None, timeout=20)
+        assert app.run_row["name"] == "spawned"
+        assert app.engine is not None and app.engine.wait(timeout=10) == 0
+    assert (tmp_path / "run.db.engine.log").exists()
+
+
+def test_engine_cmd_needs_run_name(tmp_path):
+    with pytest.raises(ValueError, match="engine_cmd needs run_name"):
+        RolloutLabApp(tmp_path / "x.db", engine_cmd=["true"])
+
+
+def test_anchor_share_by_step(db):
+    path, ids = db
+    with StoreReader(path) as reader:
+        rows = reader.anchor_share_by_step(ids["gigpo-demo"])
+        assert reader.anchor_share_by_step(ids["demo"]) == []
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert rows[0]["turns"] == 9 and rows[0]["share"] == pytest.approx(7 / 9)
