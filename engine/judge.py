@@ -48,7 +48,8 @@ _INSTRUCTIONS = """\
 You are judging trajectories that were all given the same goal. Read each one \
 and give it a score between 0 and 1 (1 is best) with a short explanation. \
 Compare the trajectories with one another: what matters is that better \
-trajectories get higher scores. Infer the goal from the context.
+trajectories get higher scores. Infer the goal from the context. Answer in JSON: \
+{{"scores": [{{"trajectory_id": "1", "explanation": "...", "score": 0.0}}, ...]}}
 
 Grading standards:
 {rubric}"""
@@ -211,11 +212,13 @@ def build_judge_messages(
 ) -> list[Message]:
     """The judge's chat messages for one group (RULER's prompt layout).
 
-    A system message holds the instructions and the rubric; the user message
-    holds the shared leading messages once in ``<context>``, then each
+    A system message holds the instructions (with the answer's JSON form, for
+    servers that silently ignore ``response_format``) and the rubric; the user
+    message holds the shared leading messages once in ``<context>``, then each
     trajectory's remainder in ``<trajectory id="k">`` (k = 1..G, input order),
-    one JSON message per line. With ``answer_in_prompt`` the answer's JSON form
-    is also spelled out in the prompt (for servers without JSON-schema output).
+    one JSON message per line. With ``answer_in_prompt`` the user message also
+    demands JSON only and gives its full schema (for servers that refuse the
+    JSON-schema response format).
     """
     prefix = shared_prefix_length(trajectories)
     parts = []

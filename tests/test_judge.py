@@ -54,6 +54,7 @@ async def test_valid_answer_and_prompt_layout(tmp_path):
     assert body["response_format"]["type"] == "json_schema"
     system, user = body["messages"]
     assert DEFAULT_RUBRIC in system["content"]
+    assert '"trajectory_id"' in system["content"]  # even servers ignoring the schema see it
     prompt = user["content"]
     # the shared prefix is sent once, as context; each remainder is tagged
     assert prompt.count(SYSTEM["content"]) == 1 and prompt.count(USER["content"]) == 1
