@@ -222,16 +222,27 @@ class StoreReader:
                 "SELECT * FROM turns WHERE trajectory_id = ? ORDER BY t", [trajectory_id]))
         return row
 
-    def search(self, run_id: int, text: str, limit: int = 50) -> list[dict]:
+    def search(self, run_id: int, text: str, limit: int = 50,
+               scan: int | None = 200_000) -> list[dict]:
         """Newest trajectories (at most ``limit``) whose completion or prompt
         contains ``text`` (case-insensitive for ASCII), newest first; rows as
-        in ``rollouts_since``."""
+        in ``rollouts_since``. Only the run's newest ``scan`` trajectories are
+        searched (None: all of them).
+
+        A LIKE scan, not a full-text index: an FTS5 index kept by triggers
+        cut ingest from ~23,000 to ~10,000 trajectories/s (measured). A scan
+        of 200,000 trajectories takes about 0.2-0.7 s; call it from a worker.
+        """
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        return self._all(
-            f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
-            "WHERE t.run_id = ? AND (t.completion LIKE ?2 ESCAPE '\\' "
-            "OR g.prompt LIKE ?2 ESCAPE '\\') ORDER BY t.id DESC LIMIT ?3",
-            [run_id, pattern, limit])
+        with self._snapshot() as conn:
+            floor = None if scan is None else conn.execute(
+                "SELECT id FROM trajectories WHERE run_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+                [run_id, scan]).fetchone()
+            return fetch_dicts(conn.execute(
+                f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+                "WHERE t.run_id = ?1 AND t.id > ?4 AND (t.completion LIKE ?2 ESCAPE '\\' "
+                "OR g.prompt LIKE ?2 ESCAPE '\\') ORDER BY t.id DESC LIMIT ?3",
+                [run_id, pattern, limit, 0 if floor is None else floor[0]]))
 
     def reward_versions(self, run_id: int) -> list[dict]:
         """Rubric versions of the run, oldest first, ``weights`` decoded."""

@@ -137,6 +137,8 @@ def test_reader_queries_over_several_steps(writer, db_path):
     assert reader.rollouts_since(run_id, 24) == []
     assert len(reader.search(run_id, "(TRY 3)", limit=100)) == 6  # LIKE: ASCII case-insensitive
     assert reader.search(run_id, "100%") == []
+    newest = reader.search(run_id, "try 3", scan=8)  # the newest 8: the two groups of step 2
+    assert [r["step"] for r in newest] == [2, 2]
 
 
 def test_events_checkpoints_reward_versions_judge_calls(writer, db_path):
