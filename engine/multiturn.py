@@ -145,7 +145,7 @@ def run_group(
     invalid_penalty: float = 0.0,
     system_prompt: str | None = None,
 ) -> list[Episode]:
-    """Play ``n`` episodes of ``example`` turn by turn, batching the policy.
+    """Play a group: ``n`` episodes of ``example``, all from the same initial state.
 
     Each turn, the episodes still running are rendered with
     ``policy.render`` and sampled with ONE ``policy.sample`` call; each text
@@ -161,7 +161,7 @@ def run_group(
         n: episodes in the group (>= 1).
         max_turns: assistant turns at most per episode (>= 1).
         max_new_tokens: tokens at most per assistant turn.
-        temperature: sampling temperature.
+        temperature: sampling temperature (0: greedy, if the policy allows).
         invalid_penalty: >= 0, subtracted from the reward of an invalid turn.
         system_prompt: if given, the first message of every episode.
 
@@ -174,12 +174,79 @@ def run_group(
         ValueError: ``n`` or ``max_turns`` below 1, a negative penalty, or a
             policy that returned the wrong number of samples.
     """
-    if n < 1 or max_turns < 1:
-        raise ValueError(f"run_group needs n >= 1 and max_turns >= 1, got n={n}, max_turns={max_turns}")
+    if n < 1:
+        raise ValueError(f"run_group needs n >= 1 episodes, got n={n}")
+    _check_options(max_turns, invalid_penalty)
+    envs = [make_env(example) for _ in range(n)]
+    episodes = _start(envs, [example] * n, system_prompt)
+    keys = [ep.initial_state_key for ep in episodes]
+    if any(k != keys[0] for k in keys):
+        raise InitialStateMismatch(
+            f"example {example.get('id')!r}: the {n} environments reset to different "
+            f"initial states {sorted(set(map(repr, keys)))}; seed the environment from the example "
+            "so every episode of a group starts from the same state"
+        )
+    _play(policy, envs, episodes, max_turns, max_new_tokens, temperature, invalid_penalty)
+    return episodes
+
+
+def run_episodes(
+    policy: PolicyLike,
+    make_env: Callable[[dict[str, Any]], Env],
+    examples: Sequence[dict[str, Any]],
+    *,
+    max_turns: int,
+    max_new_tokens: int,
+    temperature: float,
+    invalid_penalty: float = 0.0,
+    system_prompt: str | None = None,
+) -> list[Episode]:
+    """Play one episode per example, batching the policy across all of them.
+
+    The loop :func:`run_group` uses, for any mix of examples: e.g. held-out
+    evaluation (pass@1 = share of episodes the rubric scores as solved) or
+    the tiny model's warm-start probe. Arguments as in :func:`run_group`.
+
+    Returns:
+        One :class:`Episode` per example, in order.
+
+    Raises:
+        ValueError: no examples, ``max_turns`` below 1, a negative penalty,
+            or a policy that returned the wrong number of samples.
+    """
+    if not examples:
+        raise ValueError("run_episodes needs at least one example")
+    _check_options(max_turns, invalid_penalty)
+    envs = [make_env(example) for example in examples]
+    episodes = _start(envs, examples, system_prompt)
+    _play(policy, envs, episodes, max_turns, max_new_tokens, temperature, invalid_penalty)
+    return episodes
+
+
+def _check_options(max_turns: int, invalid_penalty: float) -> None:
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
     if invalid_penalty < 0:
         raise ValueError(f"invalid_penalty is subtracted from the reward; give it >= 0, got {invalid_penalty}")
-    envs = [make_env(example) for _ in range(n)]
-    episodes, keys = _reset_all(envs, example, system_prompt)
+
+
+def _start(envs: list[Env], examples: Sequence[dict[str, Any]], system_prompt: str | None) -> list[Episode]:
+    """Reset every environment on its example; the episodes' opening messages."""
+    head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    episodes = []
+    for env, example in zip(envs, examples):
+        observation, key = env.reset(example)
+        key = observation_key(observation) if key is None else key
+        episodes.append(Episode(messages=head + list(observation), initial_state_key=key))
+    return episodes
+
+
+def _play(
+    policy: PolicyLike, envs: list[Env], episodes: list[Episode], max_turns: int,
+    max_new_tokens: int, temperature: float, penalty: float,
+) -> None:
+    """Turn loop: one batched ``policy.sample`` per turn over the running episodes."""
+    keys = [ep.initial_state_key for ep in episodes]
     for _ in range(max_turns):
         running = [i for i, ep in enumerate(episodes) if not ep.done]
         if not running:
@@ -189,29 +256,9 @@ def run_group(
         if len(samples) != len(prompts):
             raise ValueError(f"policy.sample returned {len(samples)} samples for {len(prompts)} prompts")
         for i, prompt, sample in zip(running, prompts, samples):
-            keys[i] = _play_turn(envs[i], episodes[i], prompt, sample, keys[i], invalid_penalty)
+            keys[i] = _play_turn(envs[i], episodes[i], prompt, sample, keys[i], penalty)
     for ep in episodes:
         ep.truncated = not ep.done
-    return episodes
-
-
-def _reset_all(
-    envs: list[Env], example: dict[str, Any], system_prompt: str | None
-) -> tuple[list[Episode], list[Hashable]]:
-    episodes, keys = [], []
-    for env in envs:
-        observation, key = env.reset(example)
-        key = observation_key(observation) if key is None else key
-        head = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        episodes.append(Episode(messages=head + list(observation), initial_state_key=key))
-        keys.append(key)
-    if any(k != keys[0] for k in keys):
-        raise InitialStateMismatch(
-            f"example {example.get('id')!r}: the {len(envs)} environments reset to different "
-            f"initial states {sorted(set(map(repr, keys)))}; seed the environment from the example "
-            "so every episode of a group starts from the same state"
-        )
-    return episodes, keys
 
 
 def _play_turn(

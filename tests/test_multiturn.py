@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from engine.multiturn import InitialStateMismatch, group_advantages, observation_key, run_group, train_samples
+from engine.multiturn import (
+    InitialStateMismatch,
+    group_advantages,
+    observation_key,
+    run_episodes,
+    run_group,
+    train_samples,
+)
 from engine.types import Sample
 from scenarios.game2048 import SCENARIO as GAME2048
 from scenarios.game2048.board import from_text, legal_moves
@@ -201,11 +208,25 @@ def test_train_samples_one_per_turn_with_its_advantage():
         train_samples(episodes, result.combined[:-1])
 
 
+def test_run_episodes_batches_different_examples_for_evaluation():
+    policy = ScriptedPolicy(bisect)
+    examples = GUESS.eval_examples()
+    episodes = run_episodes(policy, GUESS.make_env, examples, max_turns=GUESS.max_turns,
+                            max_new_tokens=4, temperature=0.0)
+    assert [ep.messages[-1]["content"] for ep in episodes] == ["correct"] * len(examples)
+    assert policy.batch_sizes[0] == len(examples) and len(policy.batch_sizes) <= 6
+    assert sorted({len(ep.turns) for ep in episodes}) == [1, 2, 3, 4, 5, 6]
+
+
 def test_bad_arguments_and_bad_policies_are_reported():
     with pytest.raises(ValueError, match="n >= 1"):
         run_guess(ScriptedPolicy(bisect), n=0)
     with pytest.raises(ValueError, match="invalid_penalty"):
         run_guess(ScriptedPolicy(bisect), invalid_penalty=-1.0)
+    with pytest.raises(ValueError, match="max_turns must be >= 1"):
+        run_guess(ScriptedPolicy(bisect), max_turns=0)
+    with pytest.raises(ValueError, match="at least one example"):
+        run_episodes(ScriptedPolicy(bisect), GUESS.make_env, [], max_turns=3, max_new_tokens=2, temperature=0.0)
 
     class Lossy(ScriptedPolicy):
         def sample(self, prompt_ids, **kwargs):
