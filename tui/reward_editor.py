@@ -8,7 +8,8 @@ dry-run on the run's last K groups next to the applied version. Nothing
 changes until the user applies it (``ctrl+o``); the engine then switches at
 its next step boundary. ``ctrl+r`` discards the edit by writing the applied
 version back to the file. Weights are edited in their own inputs; ``enter``
-rewrites ``WEIGHTS`` in the file and goes through the same check.
+rewrites ``WEIGHTS`` in the file and goes through the same check. ``escape``
+goes back (from inside the text area: twice, the first leaves the text area).
 """
 
 from __future__ import annotations
@@ -306,6 +307,8 @@ class RewardEditorScreen(Screen):
 
     def action_back(self) -> None:
         """``escape``: leave the editor; the file keeps what was saved."""
+        if self._disk_text != self.applied_source:
+            self.notify(f"{self.path.name} holds an edit that is not applied; `e` then ctrl+r discards it")
         self.app.pop_screen()
 
 
@@ -319,10 +322,10 @@ def _totals_text(report: DryRunReport) -> Text:
     if report.new_errors:
         text.append(f"new version errored on {report.new_errors} trajectories: {report.first_error}\n", style="red")
     widest = max([*report.old_counts, *report.new_counts, 1])
-    text.append("reward bin        old            new\n", style="dim")
+    text.append("rewards from      old            new", style="dim")
     for k, (old, new) in enumerate(zip(report.old_counts, report.new_counts)):
         low = report.bin_edges[k]
-        text.append(f"{low:>8.3f}  {_bar(old, widest)} {old:>3}  {_bar(new, widest)} {new:>3}\n")
+        text.append(f"\n{low:>8.3f}  {_bar(old, widest)} {old:>3}  {_bar(new, widest)} {new:>3}")
     return text
 
 
