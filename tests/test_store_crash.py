@@ -12,6 +12,7 @@ import pytest
 from store.db import open_db
 from store.reader import StoreReader
 from store.writer import StoreWriter
+from test_store_helpers import make_group
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -20,6 +21,7 @@ TESTS = Path(__file__).resolve().parent
 CHILD = """
 import sys
 from store.writer import StoreWriter
+from test_store_helpers import make_group
 from test_store_helpers import make_group
 writer = StoreWriter(sys.argv[1])
 run_id = writer.start_run("doomed", "arithmetic", {"steps": 10**6}, {})
@@ -87,3 +89,34 @@ def test_resume_refuses_a_live_engine(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+# Opens a read transaction and stays inside it until killed.
+READER_CHILD = """
+import sys
+from store.reader import StoreReader
+reader = StoreReader(sys.argv[1])
+with reader._snapshot() as conn:
+    conn.execute("SELECT COUNT(*) FROM trajectories").fetchone()
+    print("reading", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_killed_reader_never_blocks_the_writer(tmp_path):
+    path = tmp_path / "runs.db"
+    with StoreWriter(path) as writer:
+        run_id = writer.start_run("r", "arithmetic", {}, {})
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
+        child = subprocess.Popen([sys.executable, "-c", READER_CHILD, str(path)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 env=env, cwd=REPO)
+        assert child.stdout.readline() == "reading\n"
+        writer.write_group(run_id, 0, make_group(0))  # while the reader holds a snapshot
+        child.kill()
+        child.wait(timeout=10)
+        writer.write_group(run_id, 1, make_group(1))  # after the reader died mid-read
+        writer.set_status(run_id, "finished")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0] == 16
