@@ -26,7 +26,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -668,4 +668,44 @@ class RulerJudge:
             model=self.model,
             request_hash=tally.key,
             scale=scale,
+        )
+
+
+class JudgeSettings(BaseModel):
+    """The judge part of a run's config (what the ``--judge-*`` flags set).
+
+    Holds no API key (that comes from ``OPENAI_API_KEY``), so it can be
+    stored in the run's config and manifest as is.
+
+    Attributes:
+        model: judge model name.
+        base_url: OpenAI-compatible base URL; None is OpenAI.
+        weight: the judge's share of the reward, in [0, 1] (see
+            :func:`engine.agreement.mix_rewards`); 1 is the judge alone.
+        on_failure: ``"skip"`` the group's update (counted) or ``"pause"`` the
+            run when a group's judge call fails after its retries.
+        max_retries, timeout_s: as :class:`RulerJudge` (timeout in seconds).
+        price: (USD per 1M input tokens, USD per 1M output tokens), or None.
+        use_cache: read and write the on-disk answer cache.
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    weight: float = Field(1.0, ge=0.0, le=1.0)
+    on_failure: Literal["skip", "pause"] = "skip"
+    max_retries: int = Field(3, ge=0)
+    timeout_s: float = Field(60.0, gt=0.0)
+    price: tuple[float, float] | None = None
+    use_cache: bool = True
+
+    def build(self, rubric: str | None = None, **options: Any) -> RulerJudge:
+        """A :class:`RulerJudge` with these settings; ``rubric`` is the
+        scenario's ``judge_rubric`` if it has one (None: the default rubric);
+        ``options`` go to the constructor (e.g. ``cache_dir``)."""
+        return RulerJudge(
+            self.model, base_url=self.base_url, rubric=rubric, max_retries=self.max_retries,
+            timeout_s=self.timeout_s, use_cache=self.use_cache,
+            prices={self.model: self.price} if self.price else None, **options,
         )

@@ -94,3 +94,21 @@ def test_ranks_share_the_best_rank_on_ties():
     failed = JudgeResult(scores=None, explanations=[], error="x", raw="", model="m",
                          request_hash="")
     assert failed.ranks is None and failed.status == "failed"
+
+
+def test_settings_validate_and_build(tmp_path):
+    from pydantic import ValidationError
+
+    from engine.judge import JudgeSettings
+
+    settings = JudgeSettings(model="qwen2.5:7b", base_url="http://localhost:11434/v1",
+                             weight=0.8, on_failure="pause", price=(0.5, 1.5))
+    judge = settings.build("Be kind.", cache_dir=tmp_path)
+    assert (judge.model, judge.base_url, judge.rubric) == ("qwen2.5:7b",
+                                                           "http://localhost:11434/v1", "Be kind.")
+    assert judge.prices == {"qwen2.5:7b": (0.5, 1.5)} and judge.cache.directory == tmp_path
+    assert JudgeSettings.model_validate(settings.model_dump()) == settings
+    for bad in ({"weight": 1.5}, {"on_failure": "ignore"}, {"max_retries": -1},
+                {"api_key": "sk-x"}):
+        with pytest.raises(ValidationError, match=next(iter(bad))):
+            JudgeSettings(model="m", **bad)
