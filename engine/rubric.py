@@ -269,9 +269,15 @@ def load_rubric(path_or_source: str | Path, *, filename: str = "rewards.py") -> 
             callable, or holds a non-numeric or non-finite weight
             (``"weights"``), or a function cannot take ``(example, completion)``
             (``"signature"``). The message names the line and the fix.
+        ValueError: a ``str`` that looks like a file path (pass a Path).
         OSError: a path that cannot be read.
     """
     if isinstance(path_or_source, str):
+        if "\n" not in path_or_source and path_or_source.strip().endswith(".py"):
+            raise ValueError(
+                f"load_rubric got the str {path_or_source!r}, which looks like a file path; "
+                "pass pathlib.Path(...) to load a file (a str is taken as the source text)"
+            )
         source, code_name = path_or_source, filename
     else:
         path = Path(path_or_source)
@@ -284,8 +290,12 @@ def load_rubric(path_or_source: str | Path, *, filename: str = "rewards.py") -> 
         code = compile(source, code_name, "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise _syntax_error(exc, display) from None
-    module = types.ModuleType(Path(display).stem)
+    # A unique module name, registered only while the body runs: dataclasses
+    # and typing look the module up there, and versions must not collide.
+    name = f"_rubric_{Path(display).stem}_{hashlib.sha256(source.encode()).hexdigest()[:12]}"
+    module = types.ModuleType(name)
     module.__file__ = code_name
+    sys.modules[name] = module
     try:
         exec(code, module.__dict__)
     except ImportError as exc:
@@ -300,6 +310,8 @@ def load_rubric(path_or_source: str | Path, *, filename: str = "rewards.py") -> 
             kind="exception",
             lineno=line,
         ) from None
+    finally:
+        sys.modules.pop(name, None)
     namespace = module.__dict__
     weights = _check_weights(namespace.get("WEIGHTS"), namespace, source, display)
     functions = {name: namespace[name] for name in weights}

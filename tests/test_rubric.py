@@ -208,3 +208,22 @@ def test_literal_weights_and_replace_weights_edit_only_the_weights():
         replace_weights("x = 1\n", {"a": 1.0})
     with pytest.raises(RubricError, match="finite number"):
         replace_weights(text, {"correct": float("nan")})
+
+
+def test_reward_file_may_use_dataclasses_with_postponed_annotations():
+    rubric = load_rubric(
+        "from __future__ import annotations\n"
+        "from dataclasses import dataclass\n"
+        "@dataclass\n"
+        "class Verdict:\n"
+        "    reward: float\n"
+        "def f(example, completion):\n"
+        "    return Verdict(reward=0.5).reward\n"
+        "WEIGHTS = {'f': 2.0}\n"
+    )
+    assert score_one(rubric, "x").reward == 1.0
+
+
+def test_a_str_path_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="pass pathlib.Path"):
+        load_rubric(str(ARITHMETIC))
