@@ -156,3 +156,23 @@ async def test_discard_restores_the_applied_version(editor):
         assert screen.query_one(TextArea).text == ARITHMETIC
         await pilot.press("ctrl+o")
         assert applied == []
+
+
+async def test_a_failing_apply_is_shown_and_can_be_retried(tmp_path):
+    path = tmp_path / "rewards.py"
+    path.write_text(ARITHMETIC)
+    attempts = []
+
+    def on_apply(source, weights):
+        attempts.append(source)
+        if len(attempts) == 1:
+            raise OSError("database is locked")
+
+    screen = RewardEditorScreen(path, recent_groups, on_apply, k=3, timeout_s=1.0)
+    async with Host(screen).run_test(size=(160, 48)) as pilot:
+        await save(pilot, screen, PARTIAL)
+        await pilot.press("ctrl+o")
+        assert "could not apply: database is locked" in screen.status_text
+        assert screen.applied_source == ARITHMETIC
+        await pilot.press("ctrl+o")
+        assert attempts == [PARTIAL, PARTIAL] and screen.applied_source == PARTIAL

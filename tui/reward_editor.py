@@ -269,7 +269,11 @@ class RewardEditorScreen(Screen):
         if editor.text != source:
             self.notify("the editor changed since the check: save with ctrl+s first", severity="warning")
             return
-        self._on_apply(source, weights)
+        try:
+            self._on_apply(source, weights)
+        except Exception as exc:  # noqa: BLE001 - e.g. the run file is locked; keep the edit to retry
+            self._status(f"✗ could not apply: {exc}; ctrl+o retries", "bold red")
+            return
         self.applied_source, self._candidate = source, None
         self._status("✓ applied: the run switches to this version at its next step boundary", "bold green")
 
