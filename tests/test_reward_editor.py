@@ -176,3 +176,19 @@ async def test_a_failing_apply_is_shown_and_can_be_retried(tmp_path):
         assert screen.applied_source == ARITHMETIC
         await pilot.press("ctrl+o")
         assert attempts == [PARTIAL, PARTIAL] and screen.applied_source == PARTIAL
+
+
+async def test_a_new_reward_function_gets_its_weight_input(editor):
+    path, screen, applied = editor
+    two = ARITHMETIC.replace(
+        'WEIGHTS = {"correct": 1.0}',
+        'def short(example, completion):\n    return float(len(completion) <= 2)\n\n\nWEIGHTS = {"correct": 1.0, "short": 0.5}',
+    )
+    async with Host(screen).run_test(size=(160, 48)) as pilot:
+        assert screen.status_text.startswith("Editing rewards.py")
+        await save(pilot, screen, two)
+        assert screen.status_text.startswith("✓"), screen.status_text
+        await pilot.pause()
+        assert [(w.name, w.value) for w in screen.weight_inputs()] == [("correct", "1"), ("short", "0.5")]
+        await pilot.press("ctrl+o")
+        assert applied == [(two, {"correct": 1.0, "short": 0.5})]

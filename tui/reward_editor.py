@@ -106,7 +106,7 @@ class RewardEditorScreen(Screen):
         self._candidate: tuple[str, dict[str, float]] | None = None  # checked, not applied
         self.last_result: ValidationResult | None = None
         self.last_report: DryRunReport | None = None
-        self.status_text = ""
+        self.status_text = f"Editing {self.path.name}. ctrl+s saves and checks it; outside edits are checked too."
 
     # -- layout ---------------------------------------------------------------
 
@@ -114,7 +114,7 @@ class RewardEditorScreen(Screen):
         with Horizontal(id="re-body"):
             yield TextArea.code_editor(self._disk_text, language="python", id="re-source")
             with VerticalScroll(id="re-side"):
-                yield Static(self._intro(), id="re-status")
+                yield Static(Text(self.status_text, style="dim"), id="re-status")
                 yield Vertical(id="re-weights")
                 yield DataTable(id="re-groups", cursor_type="row", zebra_stripes=True)
                 yield Static("", id="re-totals")
@@ -128,12 +128,6 @@ class RewardEditorScreen(Screen):
         table.add_columns("group", "old mean", "new mean", "tau", "ranking", "best")
         self._show_weights(literal_weights(self._disk_text) or {})
         self.set_interval(POLL_S, self._poll_file)
-
-    def _intro(self) -> Text:
-        return Text(
-            f"Editing {self.path.name}. ctrl+s saves and checks it; outside edits are checked too.",
-            style="dim",
-        )
 
     def _show_weights(self, weights: dict[str, float]) -> None:
         """Rebuild the weight inputs when the rubric's function names change."""
