@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -29,6 +30,9 @@ from store.writer import StoreWriter  # noqa: E402
 from test_store_helpers import make_group  # noqa: E402
 
 GROUP_SIZE = 8
+# The queries issue 3 names, with its p95 < 20 ms target at 1M trajectories.
+REQUIRED = ("latest_step", "metric_series_reward_all", "groups_of_step",
+            "trajectory_with_turns", "rollouts_since")
 
 
 def group_pool() -> list:
@@ -44,7 +48,7 @@ def build(path: Path, trajectories: int, steps: int) -> dict:
     n_groups = trajectories // GROUP_SIZE
     with StoreWriter(path) as writer:
         run_id = writer.start_run("bench", "arithmetic", {"group_size": GROUP_SIZE}, {})
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         g = 0
         for step in range(steps):
             end = (step + 1) * n_groups // steps
@@ -57,7 +61,9 @@ def build(path: Path, trajectories: int, steps: int) -> dict:
                 writer.write_event(run_id, "eval", {"pass_at_1": 0.5}, step=step)
             g = end
         seconds = time.perf_counter() - started
-    return {"run_id": run_id, "seconds": seconds, "traj_per_s": g * GROUP_SIZE / seconds}
+        cpu_seconds = time.process_time() - cpu_started
+    return {"run_id": run_id, "seconds": seconds, "traj_per_s": g * GROUP_SIZE / seconds,
+            "traj_per_cpu_s": g * GROUP_SIZE / cpu_seconds}
 
 
 def per_group_rate(path: Path, trajectories: int = 40_000) -> float:
@@ -71,11 +77,13 @@ def per_group_rate(path: Path, trajectories: int = 40_000) -> float:
         return trajectories / (time.perf_counter() - started)
 
 
-def percentiles(samples: list[float]) -> dict:
-    samples = sorted(samples)
-    pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
-    return {"p50_ms": round(pick(0.50) * 1e3, 3), "p95_ms": round(pick(0.95) * 1e3, 3),
-            "max_ms": round(samples[-1] * 1e3, 3)}
+def percentiles(wall: list[float], cpu: list[float]) -> dict:
+    """p50/p95/max of wall-clock times and p95 of CPU times, in ms."""
+    def pick(samples: list[float], q: float) -> float:
+        samples = sorted(samples)
+        return round(samples[min(len(samples) - 1, int(q * len(samples)))] * 1e3, 3)
+    return {"p50_ms": pick(wall, 0.5), "p95_ms": pick(wall, 0.95), "max_ms": pick(wall, 1.0),
+            "cpu_p95_ms": pick(cpu, 0.95)}
 
 
 def time_queries(path: Path, run_id: int, steps: int, repeats: int) -> dict:
@@ -102,14 +110,15 @@ def time_queries(path: Path, run_id: int, steps: int, repeats: int) -> dict:
     results = {}
     for name, query in queries.items():
         runs = 5 if name.startswith("search_absent") else repeats
-        samples = []
+        wall, cpu = [], []
         for _ in range(runs):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             result = query()
-            samples.append(time.perf_counter() - started)
+            wall.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
         assert result is not None and (not isinstance(result, list) or result
                                        or name.startswith("search_absent")), name
-        results[name] = percentiles(samples)
+        results[name] = percentiles(wall, cpu)
     reader.close()
     return results
 
@@ -126,15 +135,18 @@ def main() -> None:
         size_mb = sum(p.stat().st_size for p in Path(tmp).glob("bench.db*")) / 2**20
         queries = time_queries(path, built["run_id"], args.steps, args.repeats)
         group_rate = per_group_rate(Path(tmp) / "per_group.db")
-    slowest = {k: v for k, v in queries.items() if not k.startswith("search")}
+    tui = {k: v for k, v in queries.items() if not k.startswith("search")}
     print(json.dumps({
         "trajectories": args.trajectories, "steps": args.steps, "group_size": GROUP_SIZE,
         "file_mb": round(size_mb, 1),
         "ingest_traj_per_s": round(built["traj_per_s"]),
+        "ingest_traj_per_cpu_s": round(built["traj_per_cpu_s"]),
         "ingest_seconds": round(built["seconds"], 1),
         "ingest_traj_per_s_per_group_txn": round(group_rate),
         "queries": queries,
-        "tui_query_p95_ms_max": max(v["p95_ms"] for v in slowest.values()),
+        "required_query_p95_ms_max": max(queries[name]["p95_ms"] for name in REQUIRED),
+        "tui_query_p95_ms_max": max(v["p95_ms"] for v in tui.values()),
+        "cpus": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2),
     }, indent=2))
 
 
