@@ -10,7 +10,8 @@ leaves the file at the previous version.
 Version 1 is the first schema (issue 2): runs, steps, groups, trajectories,
 events and commands. Version 2 (issue 3) adds multi-step turns, the judge,
 reward-function versions, checkpoints, crash detection fields and the hot
-metric columns of ``steps``. Version 3 adds a covering index for step series.
+metric columns of ``steps``. Version 3 adds a covering index for step series; version 4 gives turns their
+run and step.
 
 Units: every ``*_at`` column is Unix time in seconds (REAL); ``*_tokens``
 columns count tokens; ``latency_s`` and ``step_seconds`` are seconds. JSON
@@ -188,5 +189,16 @@ V3 = [
     "grad_norm, step_seconds, eval_pass_at_1, judge_tau)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3]
+V4 = [
+    # turns carry their run and step (denormalised, as trajectories do), so
+    # per-step turn statistics read one run's turns through an index instead
+    # of scanning every turn in the file.
+    "ALTER TABLE turns ADD COLUMN run_id INTEGER",
+    "ALTER TABLE turns ADD COLUMN step INTEGER",
+    "UPDATE turns SET (run_id, step) = (SELECT t.run_id, t.step FROM trajectories t "
+    "WHERE t.id = turns.trajectory_id)",
+    "CREATE INDEX turns_run_step ON turns(run_id, step)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -269,9 +269,7 @@ class StoreReader:
         """Per step of a multi-step run, the share of turns whose anchor group
         has more than one member (GiGPO, arXiv 2505.10978, section 5.5):
         ``[{"step", "share" (0..1), "turns"}]`` ascending; ``[]`` without turns."""
-        # CROSS JOIN keeps turns as the outer loop: a single-turn run (no
-        # turns) answers at once instead of scanning its trajectories.
+        # turns(run_id, step) index: reads only this run's turns, in step order.
         return self._all(
-            "SELECT t.step AS step, AVG(tu.anchor_size > 1) AS share, COUNT(*) AS turns "
-            "FROM turns tu CROSS JOIN trajectories t ON t.id = tu.trajectory_id "
-            "WHERE t.run_id = ? GROUP BY t.step ORDER BY t.step", [run_id])
+            "SELECT step, AVG(anchor_size > 1) AS share, COUNT(*) AS turns FROM turns "
+            "WHERE run_id = ? GROUP BY step ORDER BY step", [run_id])

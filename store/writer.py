@@ -34,8 +34,8 @@ _INSERT_TRAJECTORY = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_TURN = (
-    "INSERT INTO turns (trajectory_id, t, state_key, reward, ret, adv_episode, adv_step, "
-    "advantage, anchor_id, anchor_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO turns (trajectory_id, run_id, step, t, state_key, reward, ret, adv_episode, "
+    "adv_step, advantage, anchor_id, anchor_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _STEP_COLUMNS = list(STEP_METRIC_COLUMNS.values())
 # Upsert that merges: a step written twice (train metrics, then eval metrics)
@@ -224,9 +224,9 @@ class StoreWriter:
             trajectory_id = conn.execute(_INSERT_TRAJECTORY, row).lastrowid
             if trajectory.turns:
                 conn.executemany(_INSERT_TURN, [
-                    (trajectory_id, turn.t, _state_key(turn.state_key), turn.reward, turn.ret,
-                     turn.adv_episode, turn.adv_step, turn.advantage, turn.anchor_id,
-                     turn.anchor_size)
+                    (trajectory_id, run_id, step, turn.t, _state_key(turn.state_key),
+                     turn.reward, turn.ret, turn.adv_episode, turn.adv_step, turn.advantage,
+                     turn.anchor_id, turn.anchor_size)
                     for turn in trajectory.turns
                 ])
         return group_id

@@ -192,3 +192,16 @@ async def test_a_new_reward_function_gets_its_weight_input(editor):
         assert [(w.name, w.value) for w in screen.weight_inputs()] == [("correct", "1"), ("short", "0.5")]
         await pilot.press("ctrl+o")
         assert applied == [(two, {"correct": 1.0, "short": 0.5})]
+
+
+async def test_a_missing_reward_file_starts_from_the_applied_source(tmp_path):
+    path = tmp_path / "copied-run" / "rewards.py"
+    path.parent.mkdir()
+    applied: list = []
+    screen = RewardEditorScreen(path, recent_groups, lambda s, w: applied.append(s), applied_source=ARITHMETIC, k=3)
+    async with Host(screen).run_test(size=(160, 48)) as pilot:
+        assert "does not exist here" in screen.status_text
+        assert screen.query_one(TextArea).text == ARITHMETIC
+        await save(pilot, screen, PARTIAL)
+        assert path.read_text() == PARTIAL
+        assert screen.last_report.new_mean == pytest.approx(0.375)

@@ -53,6 +53,7 @@ def test_group_round_trip_with_turns(writer, db_path):
     assert [turn["t"] for turn in trajectory["turns"]] == [0, 1, 2]
     assert trajectory["turns"][2]["state_key"] == "('room', 2)"
     assert trajectory["turns"][1]["anchor_size"] == 4 and trajectory["prompt"] == PROMPT
+    assert {(turn["run_id"], turn["step"]) for turn in trajectory["turns"]} == {(run_id, 0)}
 
 
 def test_integer_example_ids_stay_integers(writer, db_path):

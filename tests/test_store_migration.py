@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from store.db import SchemaTooNewError, open_db, schema_version
-from store.migrations import SCHEMA_VERSION
+from store.migrations import MIGRATIONS, SCHEMA_VERSION
 from store.reader import StoreReader
 
 # The v1 schema as it was released (frozen here on purpose: if someone edits
@@ -124,3 +124,25 @@ def test_newer_schema_is_refused_with_a_clear_error(tmp_path):
     conn.close()
     with pytest.raises(SchemaTooNewError, match="upgrade rollout-lab"):
         open_db(path)
+
+
+def test_v3_turns_get_their_run_and_step(tmp_path):
+    path = tmp_path / "v3.db"
+    conn = sqlite3.connect(path)
+    for statements in MIGRATIONS[:3]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute("INSERT INTO runs (id, name, scenario, status, created_at) "
+                 "VALUES (4, 'gigpo', 'maze', 'finished', 1.0)")
+    conn.execute('INSERT INTO "groups" (id, run_id, step, idx, prompt) VALUES (1, 4, 6, 0, "p")')
+    conn.execute("INSERT INTO trajectories (id, group_id, run_id, step, idx, completion) "
+                 "VALUES (9, 1, 4, 6, 0, 'c')")
+    conn.executemany("INSERT INTO turns (trajectory_id, t, anchor_size) VALUES (9, ?, ?)",
+                     [(0, 1), (1, 3)])
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    open_db(path).close()
+    reader = StoreReader(path)
+    assert [(t["run_id"], t["step"]) for t in reader.trajectory(9)["turns"]] == [(4, 6), (4, 6)]
+    assert reader.anchor_share_by_step(4) == [{"step": 6, "share": 0.5, "turns": 2}]

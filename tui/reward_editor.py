@@ -44,7 +44,8 @@ class RewardEditorScreen(Screen):
     """Edit the run's reward file, see the check and the dry run, apply or discard.
 
     Args:
-        path: the run's reward file (read and written as utf-8).
+        path: the run's reward file (read and written as utf-8); when it does
+            not exist the editor starts from ``applied_source``.
         groups_provider: ``k -> [{"trajectories": [{"example": dict,
             "completion": str, "reward": float}]}]``, the run's last k
             groups; called from a worker thread.
@@ -99,20 +100,26 @@ class RewardEditorScreen(Screen):
         self._on_apply = on_apply
         self.k = k
         self.timeout_s = timeout_s
-        self._disk_text = self.path.read_text(encoding="utf-8")
+        try:
+            self._disk_text: str | None = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:  # e.g. a run file copied from another machine
+            self._disk_text = None
         self._disk_stamp = self._stamp()
-        self.applied_source = self._disk_text if applied_source is None else applied_source
+        self.applied_source = applied_source if applied_source is not None else (self._disk_text or "")
         self._checking: str | None = None  # source of the check in flight
         self._candidate: tuple[str, dict[str, float]] | None = None  # checked, not applied
         self.last_result: ValidationResult | None = None
         self.last_report: DryRunReport | None = None
         self.status_text = f"Editing {self.path.name}. ctrl+s saves and checks it; outside edits are checked too."
+        if self._disk_text is None:
+            self.status_text = f"{self.path} does not exist here; ctrl+s writes the editor's text to it."
 
     # -- layout ---------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="re-body"):
-            yield TextArea.code_editor(self._disk_text, language="python", id="re-source")
+            text = self.applied_source if self._disk_text is None else self._disk_text
+            yield TextArea.code_editor(text, language="python", id="re-source")
             with VerticalScroll(id="re-side"):
                 yield Static(Text(self.status_text, style="dim"), id="re-status")
                 yield Vertical(id="re-weights")
@@ -126,7 +133,7 @@ class RewardEditorScreen(Screen):
         table = self.query_one("#re-groups", DataTable)
         table.border_title = f"dry run: last {self.k} groups"
         table.add_columns("group", "old mean", "new mean", "tau", "ranking", "best")
-        self._show_weights(literal_weights(self._disk_text) or {})
+        self._show_weights(literal_weights(self.query_one("#re-source", TextArea).text) or {})
         self.set_interval(POLL_S, self._poll_file)
 
     def _show_weights(self, weights: dict[str, float]) -> None:
