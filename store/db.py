@@ -129,13 +129,14 @@ def mark_crashed_runs(db: sqlite_utils.Database) -> list[int]:
     """Mark ``running``/``paused`` runs of this host whose pid is gone as crashed.
 
     Runs started on another host are left alone (their engine may be alive
-    there). Records an ``error`` event per crashed run. Returns their ids.
+    there); runs with no owner recorded (written by schema v1) count as dead. Records an ``error`` event per crashed run. Returns their ids.
     """
     host = socket.gethostname()
     stale = [
         (run_id, pid)
         for run_id, pid in db.execute(
-            "SELECT id, pid FROM runs WHERE status IN ('running', 'paused') AND host = ?",
+            "SELECT id, pid FROM runs WHERE status IN ('running', 'paused') "
+            "AND (host = ? OR (host IS NULL AND pid IS NULL))",
             [host],
         ).fetchall()
         if pid is None or not process_alive(pid)

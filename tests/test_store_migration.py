@@ -108,6 +108,19 @@ def test_v1_file_migrates_without_losing_data(tmp_path):
     assert reader.runs()[0]["final_pass_at_1"] == 0.4
 
 
+def test_v1_run_left_running_is_marked_crashed(tmp_path):
+    path = tmp_path / "old.db"
+    _write_v1_file(path)
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO runs VALUES (2, 'orphan', 'arithmetic', '{}', 'running', 300.0, "
+                 "NULL)")
+    conn.commit()
+    conn.close()
+    reader = StoreReader(path)  # v1 kept no engine pid to check: the run counts as dead
+    assert reader.run(2)["status"] == "crashed" and reader.run(1)["status"] == "finished"
+    assert reader.events(2)[0]["kind"] == "error"
+
+
 def test_migration_is_idempotent_across_opens(tmp_path):
     path = tmp_path / "old.db"
     _write_v1_file(path)
