@@ -17,8 +17,9 @@ BUSY_TIMEOUT_S = 10.0
 """How long (seconds) a statement waits for another process's write lock."""
 
 
-class SchemaTooNewError(RuntimeError):
-    """The file was written by a newer Rollout Lab than this one."""
+class SchemaVersionError(RuntimeError):
+    """The file's schema version is unusable here: newer than this code, or
+    older and read-only (so it cannot be migrated)."""
 
 
 def connect(path: str | Path, *, read_only: bool = False) -> sqlite3.Connection:
@@ -49,7 +50,7 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
 
     Raises:
         FileNotFoundError: ``create=False`` and ``path`` does not exist.
-        SchemaTooNewError: the file's schema version is newer than this code.
+        SchemaVersionError: the file's schema version is newer than this code.
     """
     path = Path(path)
     if not create and not path.exists():
@@ -82,11 +83,11 @@ def migrate(db: sqlite_utils.Database) -> int:
     resulting schema version.
 
     Raises:
-        SchemaTooNewError: the file is newer than ``SCHEMA_VERSION``.
+        SchemaVersionError: the file is newer than ``SCHEMA_VERSION``.
     """
     version = schema_version(db)
     if version > SCHEMA_VERSION:
-        raise SchemaTooNewError(
+        raise SchemaVersionError(
             f"run file schema v{version} is newer than this Rollout Lab (v{SCHEMA_VERSION}); "
             "upgrade rollout-lab to open it"
         )

@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from store.db import connect, open_db
+from store.db import SchemaVersionError, connect, open_db
+from store.migrations import SCHEMA_VERSION
 from store.records import STEP_METRIC_COLUMNS
 from store.rows import fetch_dict, fetch_dicts
 
@@ -39,6 +40,8 @@ class StoreReader:
 
     Raises:
         FileNotFoundError: no file at ``path``.
+        SchemaVersionError: the file is newer than this code, or older and
+            read-only (so it cannot be upgraded).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -50,6 +53,13 @@ class StoreReader:
         self._conn = connect(self.path, read_only=True)
         self._conn.isolation_level = None
         self._lock = threading.Lock()
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            self._conn.close()
+            raise SchemaVersionError(
+                f"{self.path} has schema v{version}, this Rollout Lab reads v{SCHEMA_VERSION}; "
+                + ("upgrade rollout-lab" if version > SCHEMA_VERSION else
+                   "it is read-only here: copy it somewhere writable so it can be upgraded"))
 
     def close(self) -> None:
         """Close the connection."""

@@ -1,11 +1,13 @@
 """Opening a file written with the first schema (v1) upgrades it without loss."""
 
 import json
+import os
 import sqlite3
+import subprocess
 
 import pytest
 
-from store.db import SchemaTooNewError, open_db, schema_version
+from store.db import SchemaVersionError, open_db, schema_version
 from store.migrations import MIGRATIONS, SCHEMA_VERSION
 from store.reader import StoreReader
 
@@ -135,7 +137,7 @@ def test_newer_schema_is_refused_with_a_clear_error(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(SchemaTooNewError, match="upgrade rollout-lab"):
+    with pytest.raises(SchemaVersionError, match="upgrade rollout-lab"):
         open_db(path)
 
 
@@ -159,3 +161,20 @@ def test_v3_turns_get_their_run_and_step(tmp_path):
     reader = StoreReader(path)
     assert [(t["run_id"], t["step"]) for t in reader.trajectory(9)["turns"]] == [(4, 6), (4, 6)]
     assert reader.anchor_share_by_step(4) == [{"step": 6, "share": 0.5, "turns": 2}]
+
+
+def test_read_only_old_file_is_refused_with_a_clear_error(tmp_path):
+    path = tmp_path / "old.db"
+    _write_v1_file(path)
+    path.chmod(0o444)
+    # root ignores file modes: make the file immutable instead (chattr +i).
+    immutable = os.geteuid() == 0 and subprocess.run(
+        ["chattr", "+i", str(path)], capture_output=True).returncode == 0
+    if os.access(path, os.W_OK) and not immutable:
+        pytest.skip("cannot make a file read-only for this user")
+    try:
+        with pytest.raises(SchemaVersionError, match="copy it somewhere writable"):
+            StoreReader(path)
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
