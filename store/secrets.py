@@ -38,6 +38,7 @@ _NON_SECRET_KEY_NAMES = {
     "pad_token", "eos_token", "bos_token", "unk_token", "sep_token", "cls_token",
     "mask_token",
 }
+_KEY_MARKERS = ("sk-", "hf_", "Bearer ")
 _KEY_SHAPED = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|hf_[A-Za-z0-9]{20,})|(?<=Bearer )[A-Za-z0-9._\-]{16,}")
 
 
@@ -69,7 +70,10 @@ def scrub_text(text: str, secrets: list[str] | None = None) -> str:
     for secret in secret_env_values() if secrets is None else secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    return _KEY_SHAPED.sub(REDACTED, text)
+    # The substring test is ~50x cheaper than the regex on text with no key.
+    if any(marker in text for marker in _KEY_MARKERS):
+        text = _KEY_SHAPED.sub(REDACTED, text)
+    return text
 
 
 def scrub(value: Any, secrets: list[str] | None = None) -> Any:

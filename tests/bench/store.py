@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from store.export import export_run  # noqa: E402
 from store.reader import StoreReader  # noqa: E402
 from store.writer import StoreWriter  # noqa: E402
 from test_store_helpers import make_group  # noqa: E402
@@ -134,6 +135,9 @@ def main() -> None:
         built = build(path, args.trajectories, args.steps)
         size_mb = sum(p.stat().st_size for p in Path(tmp).glob("bench.db*")) / 2**20
         queries = time_queries(path, built["run_id"], args.steps, args.repeats)
+        started = time.perf_counter()
+        export_run(path, built["run_id"], Path(tmp) / "export")
+        export_seconds = time.perf_counter() - started
         group_rate = per_group_rate(Path(tmp) / "per_group.db")
     tui = {k: v for k, v in queries.items() if not k.startswith("search")}
     print(json.dumps({
@@ -143,6 +147,7 @@ def main() -> None:
         "ingest_traj_per_cpu_s": round(built["traj_per_cpu_s"]),
         "ingest_seconds": round(built["seconds"], 1),
         "ingest_traj_per_s_per_group_txn": round(group_rate),
+        "export_seconds": round(export_seconds, 1),
         "queries": queries,
         "required_query_p95_ms_max": max(queries[name]["p95_ms"] for name in REQUIRED),
         "tui_query_p95_ms_max": max(v["p95_ms"] for v in tui.values()),
