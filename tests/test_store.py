@@ -103,6 +103,20 @@ def test_metric_series_is_column_wise(writer, db_path):
         reader.metric_series(run_id, ("rewrd",))
 
 
+def test_metric_series_buckets_long_histories(writer, db_path):
+    run_id = writer.start_run("r1", "arithmetic", {}, {})
+    for step in range(10):
+        writer.write_step(run_id, step, {"reward": float(step)})
+    reader = StoreReader(db_path)
+    assert reader.metric_series(run_id, max_points=3) == {"step": [0, 4, 8],
+                                                          "reward": [1.5, 5.5, 8.5]}
+    assert reader.metric_series(run_id, since_step=5, max_points=2) == {"step": [6, 8],
+                                                                      "reward": [6.5, 8.5]}
+    assert reader.metric_series(run_id, max_points=10) == reader.metric_series(run_id)
+    with pytest.raises(ValueError, match="max_points must be >= 1"):
+        reader.metric_series(run_id, max_points=0)
+
+
 def test_steps_lists_the_step_in_progress(writer, db_path):
     run_id = writer.start_run("r1", "arithmetic", {}, {})
     writer.write_group(run_id, 0, make_group(0, size=2))
