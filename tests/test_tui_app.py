@@ -58,11 +58,12 @@ async def test_dashboard_shows_run_header_and_tables(db):
     app = RolloutLabApp(path, run_id=ids["demo"])
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
-        await until(pilot, lambda: app.screen.query_one("#alerts", DataTable).row_count > 0)
+        await until(pilot, lambda: app.screen.query_one("#alerts", DataTable).row_count > 0
+                    and app.screen.query_one("#groups", DataTable).row_count > 0)
         assert app.screen.title == "demo"
         assert app.screen.sub_title == "arithmetic · step 7 · RUNNING · 0.50 steps/s"
         assert app.screen.query_one("#groups", DataTable).row_count == 16
-        assert app.screen.query_one("#rollouts", DataTable).row_count == 50
+        assert app.screen.query_one("#rollouts", DataTable).row_count == 20
         alerts = app.screen.query_one("#alerts", DataTable)
         assert "perfect_share" in str(alerts.get_row_at(0)[1])
 
@@ -336,3 +337,19 @@ def test_anchor_share_by_step(db):
         assert reader.anchor_share_by_step(ids["demo"]) == []
     assert [r["step"] for r in rows] == [0, 1, 2]
     assert rows[0]["turns"] == 9 and rows[0]["share"] == pytest.approx(7 / 9)
+
+
+async def test_alert_thresholds_come_from_the_run_config(tmp_path):
+    path = tmp_path / "run.db"
+    with StoreWriter(path) as writer:
+        run_id = writer.start_run("cfg", "arithmetic", {"alerts": {"perfect_share": 0.5}}, {})
+        bad = writer.start_run("bad", "arithmetic", {"alerts": {"perfect_shar": 0.5}}, {})
+    app = RolloutLabApp(path, run_id=run_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.feed is not None)
+        assert app.feed.watch.thresholds.perfect_share == 0.5
+    app = RolloutLabApp(path, run_id=bad)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.feed is not None)
+        assert app.feed.watch.thresholds.perfect_share == 0.9
+        assert any("perfect_shar" in n.message for n in app._notifications)

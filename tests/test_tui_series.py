@@ -38,3 +38,10 @@ def test_downsample_mean_min_max():
     assert downsample(xs, ys, 20) == (xs, ys)
     with pytest.raises(ValueError, match="how must be one of"):
         downsample(xs, ys, 3, "median")
+
+
+def test_step_ticks_are_whole_steps():
+    from tui.plots import step_ticks
+
+    assert step_ticks(0, 7.2) == [0, 1, 3, 5, 7]
+    assert step_ticks(3, 3) == [3]

@@ -75,7 +75,7 @@ class AdvantagesScreen(NavScreen):
         yield Static("", id="adv-title")
         yield DataTable(id="adv-table", cursor_type="row", zebra_stripes=True)
         yield PlotextPlot(id="anchor-plot")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns(*COLUMNS)
@@ -125,8 +125,11 @@ class AdvantagesScreen(NavScreen):
             f"{len(rows)} turns · sorted by {self.sort}"
             + (f" · anchor {self.anchor} highlighted" if self.anchor else "")
             + ("" if rows else " · no per-turn data (single-turn run: see the group view)"))
+        self.title = f"advantages · group #{view.group['id']}"
+        cursor_row = table.cursor_row
         table.clear()
         for row in rows:
             style = ("bold black on yellow" if self.anchor == str(row["anchor_id"])
                      else "bold" if row["trajectory_id"] == selected else "")
             table.add_row(*cells(row, style), key=f"{row['id']}|{row['anchor_id']}")
+        table.move_cursor(row=min(cursor_row, max(len(rows) - 1, 0)))

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
+from pydantic import ValidationError
 from textual import work
 from textual.app import App
 from textual.binding import Binding
@@ -88,7 +88,8 @@ class RolloutLabApp(App):
         engine_cmd: a command line that starts the engine; it is spawned in its
             own session (it survives the TUI) with its output in
             ``<db_path>.engine.log``.
-        thresholds: reward-hacking alert thresholds (defaults if None).
+        thresholds: reward-hacking alert thresholds; if None, the run config's
+            ``"alerts"`` dict (see :class:`tui.alerts.AlertThresholds`) or the defaults.
 
     Raises:
         ValueError: ``engine_cmd`` without ``run_name`` (the app could not tell
@@ -120,7 +121,7 @@ class RolloutLabApp(App):
         self.run_name = run_name
         self.engine_cmd = engine_cmd
         self.engine: subprocess.Popen | None = None
-        self.thresholds = thresholds or AlertThresholds()
+        self.thresholds = thresholds
         self.feed: RunFeed | None = None
         self.run_row: dict | None = None
         self.cursor = Cursor()
@@ -171,11 +172,23 @@ class RolloutLabApp(App):
                     run_id = self._find_run(reader)
                     if run_id is None:
                         return
-                    feed = RunFeed(reader, run_id, thresholds=self.thresholds)
+                    feed = RunFeed(reader, run_id, thresholds=self._thresholds(reader.run(run_id)))
                 update = feed.poll()
             self.call_from_thread(self._apply_update, feed, update)
         finally:
             self.call_from_thread(setattr, self, "_polling", False)
+
+    def _thresholds(self, run: dict | None) -> AlertThresholds:
+        """The alert thresholds: the app's if given, else the run config's
+        ``"alerts"`` dict, else the defaults (a bad config is reported)."""
+        if self.thresholds is not None:
+            return self.thresholds
+        try:
+            return AlertThresholds.model_validate(((run or {}).get("config") or {}).get("alerts", {}))
+        except ValidationError as exc:
+            self.call_from_thread(self.notify, f"bad alert thresholds in the run config, using "
+                                  f"the defaults: {exc}", severity="error", timeout=10)
+            return AlertThresholds()
 
     def _find_run(self, reader: StoreReader) -> int | None:
         if self.run_id is not None:
@@ -244,12 +257,13 @@ class RolloutLabApp(App):
         if cursor.step is None or self.run_id is None:
             return
         with self._view_reader as reader:
-            view = self._read_view(reader, self.run_id, cursor, group_id, traj_id)
+            view = self._read_view(reader, self.run_id, cursor, group_id, traj_id,
+                                   with_turns=self._advantages_open)
         if not get_current_worker().is_cancelled:
             self.call_from_thread(self._show_view, view)
 
     def _read_view(self, reader: StoreReader, run_id: int, cursor: Cursor,
-                   group_id: int | None, traj_id: int | None) -> View:
+                   group_id: int | None, traj_id: int | None, with_turns: bool) -> View:
         groups = self._groups_cache.fetch((run_id, cursor.step),
                                           lambda: reader.groups_of_step(run_id, cursor.step))
         view = View(cursor, groups)
@@ -266,11 +280,20 @@ class RolloutLabApp(App):
         if traj_id is not None:
             cursor.traj_pos = next((i for i, t in enumerate(trajs) if t["id"] == traj_id), 0)
         cursor.traj_pos = min(cursor.traj_pos, len(trajs) - 1)
-        for t in trajs:
+        # Every episode's turns only when the advantages view is open: that
+        # is one query per trajectory, the rest of the screens need one.
+        wanted = trajs if with_turns else [trajs[cursor.traj_pos]]
+        for t in wanted:
             full = self._traj_cache.fetch(t["id"], lambda tid=t["id"]: reader.trajectory(tid))
-            view.turns[t["id"]] = full.get("turns") or [] if full else []
+            view.turns[t["id"]] = (full.get("turns") or []) if full else []
         view.trajectory = self._traj_cache.fetch(trajs[cursor.traj_pos]["id"], lambda: None)
         return view
+
+    @property
+    def _advantages_open(self) -> bool:
+        from tui.advantages import AdvantagesScreen
+
+        return any(isinstance(s, AdvantagesScreen) for s in self.screen_stack)
 
     def _show_view(self, view: View) -> None:
         self.view = view
@@ -298,6 +321,8 @@ class RolloutLabApp(App):
         screen = screens[which]()
         screen.initial_view = self.view
         self.push_screen(screen)
+        if which == "advantages":
+            self.load_view()  # again, now with every episode's turns
 
     # ---- control keys -----------------------------------------------------------
 
@@ -439,12 +464,9 @@ class RolloutLabApp(App):
 
     @property
     def steps_per_second(self) -> float | None:
-        """Steps per second over the last steps (from ``step_seconds``), None if unknown."""
+        """1 / ``step_seconds`` of the newest step (steps/s), None if unknown."""
         if self.feed is None or self.feed.series.last is None:
             return None
         seconds = self.feed.series.last.get("step_seconds")
         return 1.0 / seconds if seconds else None
 
-
-def _now() -> float:
-    return time.time()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
@@ -11,11 +12,16 @@ from tui.feed import FeedUpdate, RunFeed
 from tui.plots import MetricPlot, Trace
 from tui.view import NavScreen, View
 
-PLOT_SECONDS = 0.5
-"""Plots redraw at most this often (seconds): twice a second."""
+REDRAW_SECONDS = 0.5
+"""Plots and tables redraw at most this often (seconds): twice a second."""
 
-ROLLOUT_ROWS = 50
-"""Latest rollouts listed on the dashboard."""
+GROUP_ROWS = 24
+ROLLOUT_ROWS = 20
+ALERT_ROWS = 50
+ALERT_WIDTH = 38
+"""Width of the alert column (cells); longer messages wrap."""
+"""Rows kept in the dashboard's tables (a few more than fit on screen: each
+row is measured on every redraw)."""
 
 
 def clip(text: str | None, width: int) -> str:
@@ -91,48 +97,60 @@ class DashboardScreen(NavScreen):
         with Horizontal(id="middle"):
             yield table("groups", "recent groups", "step", "group", "prompt", "rewards", "best",
                         "worst")
-            yield table("alerts", "alerts (enter opens the groups)", "step", "alert")
+            alerts = table("alerts", "alerts (enter opens the groups)")
+            alerts.add_column("step", width=5)
+            alerts.add_column("alert", width=ALERT_WIDTH)
+            yield alerts
         yield table("rollouts", "latest rollouts", "step", "prompt", "completion", "reward")
         yield Static("cursor: -", id="cursor-line")
-        yield Footer()
+        yield Footer(compact=True)
 
     def __init__(self) -> None:
         super().__init__()
-        self._plots_dirty = False
+        self._dirty: set[str] = set()
         self._feed: RunFeed | None = None
 
+    @property
+    def _plots_dirty(self) -> bool:
+        return "plots" in self._dirty
+
     def on_mount(self) -> None:
-        self.set_interval(PLOT_SECONDS, self._draw_plots)
+        self.set_interval(REDRAW_SECONDS, self._redraw)
         self._set_header()
         if self.app.feed is not None:  # polled before this screen was mounted
             self.apply_update(None, self.app.feed)
 
+    def on_screen_resume(self) -> None:
+        self._redraw()
+
     def apply_update(self, update: FeedUpdate | None, feed: RunFeed) -> None:
-        """Show a poll's update (UI thread); ``None`` redraws everything."""
+        """Note what a poll brought (UI thread); ``None`` means everything.
+
+        Only the header is updated at once; plots and tables are redrawn by
+        :meth:`_redraw`, at most twice a second and only while this screen is
+        the one on top (rebuilding tables costs the UI thread milliseconds).
+        """
         self._feed = feed
         self._set_header()
-        with feed.lock:
-            if update is None or update.steps or update.events:
-                self._plots_dirty = True
-            if update is None or update.groups:
-                self._fill_groups(feed)
-            if update is None or update.rollouts:
-                self._fill_rollouts(feed)
-            if update is None or update.alerts:
-                self._fill_alerts(feed)
+        if update is None or update.steps or update.events:
+            self._dirty.add("plots")
+        if update is None or update.groups:
+            self._dirty.add("groups")
+        if update is None or update.rollouts:
+            self._dirty.add("rollouts")
+        if update is None or update.alerts:
+            self._dirty.add("alerts")
 
     def reset(self) -> None:
         """Forget the previous run (the app switched runs)."""
         self._feed = None
+        self._dirty.clear()
         for table in self.query(DataTable):
             table.clear()
         self._set_header()
 
     def show_view(self, view: View) -> None:
         self.query_one("#cursor-line", Static).update(cursor_line(view))
-        table = self.query_one("#groups", DataTable)
-        if view.group is not None and str(view.group["id"]) in {k.value for k in table.rows}:
-            table.move_cursor(row=table.get_row_index(str(view.group["id"])))
 
     def _set_header(self) -> None:
         app = self.app
@@ -141,23 +159,32 @@ class DashboardScreen(NavScreen):
         step = self._feed.last_step if self._feed and self._feed.last_step >= 0 else None
         self.sub_title = run_line(run, step, app.steps_per_second)
 
-    def _draw_plots(self) -> None:
-        if not self._plots_dirty or self._feed is None:
+    def _redraw(self) -> None:
+        """Draw what changed since the last tick, if this screen is showing."""
+        feed = self._feed
+        if not self._dirty or feed is None or not self.is_current:
             return
-        if not self._feed.lock.acquire(blocking=False):
+        if not feed.lock.acquire(blocking=False):
             return  # the poll worker is folding new rows in: draw next tick
         try:
-            self._plots_dirty = False
-            marks = list(self._feed.marks)
-            for plot in self.query(MetricPlot):
-                plot.draw(self._feed.series, marks)
+            dirty, self._dirty = self._dirty, set()
+            if "plots" in dirty:
+                marks = list(feed.marks)
+                for plot in self.query(MetricPlot):
+                    plot.draw(feed.series, marks)
+            if "groups" in dirty:
+                self._fill_groups(feed)
+            if "rollouts" in dirty:
+                self._fill_rollouts(feed)
+            if "alerts" in dirty:
+                self._fill_alerts(feed)
         finally:
-            self._feed.lock.release()
+            feed.lock.release()
 
     def _fill_groups(self, feed: RunFeed) -> None:
         table = self.query_one("#groups", DataTable)
         table.clear()
-        for g in reversed(feed.groups):
+        for g in list(feed.groups)[-GROUP_ROWS:][::-1]:
             rewards = " ".join(fmt(r, ".1f") for r in g["rewards"])
             table.add_row(g["step"], g["idx"], clip(g["prompt"], 24), clip(rewards, 32),
                           clip(g["best"], 14), clip(g["worst"], 14), key=str(g["id"]))
@@ -172,8 +199,9 @@ class DashboardScreen(NavScreen):
     def _fill_alerts(self, feed: RunFeed) -> None:
         table = self.query_one("#alerts", DataTable)
         table.clear()
-        for i, alert in reversed(list(enumerate(feed.alerts))):
-            table.add_row(alert.step, f"{alert.kind}: {alert.message}", key=str(i))
+        for i, alert in list(enumerate(feed.alerts))[-ALERT_ROWS:][::-1]:
+            table.add_row(alert.step, Text(f"{alert.kind}: {alert.message}"), key=str(i),
+                          height=None)  # None: as many lines as the wrapped message needs
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a group, rollout or alert: open the group view on it."""

@@ -55,7 +55,7 @@ class QuitScreen(ModalScreen[str]):
                 yield Button("Stop the run", id="stop", variant="error")
                 yield Button("Leave it running", id="leave", variant="primary")
                 yield Button("Cancel", id="cancel")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id)
@@ -73,7 +73,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box"):
             yield Markdown(HELP)
-        yield Footer()
+        yield Footer(compact=True)
 
 
 class SearchScreen(ModalScreen[None]):
@@ -92,7 +92,7 @@ class SearchScreen(ModalScreen[None]):
         with Vertical(id="search-box"):
             yield Input(placeholder="text in a completion or prompt, then enter", id="search-input")
             yield DataTable(id="search-results", cursor_type="row")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("step", "group", "traj", "reward", "completion")

@@ -91,7 +91,7 @@ class GroupScreen(NavScreen):
         yield Static("", id="group-title")
         yield Horizontal(id="columns")
         yield Static("", id="versions")
-        yield Footer()
+        yield Footer(compact=True)
 
     def action_cycle_sort(self) -> None:
         """``s``: index -> reward -> judge rank."""

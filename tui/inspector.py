@@ -127,7 +127,7 @@ class TrajectoryScreen(NavScreen):
                     yield Static("", id="details-text")
                 with VerticalScroll(id="traj-tokens"):
                     yield Static("", id="tokens-text")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#conversation").border_title = "conversation"

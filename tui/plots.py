@@ -29,6 +29,12 @@ class Trace:
     yside: str = "left"
 
 
+def step_ticks(lo: float, hi: float, count: int = 5) -> list[int]:
+    """Up to ``count`` whole-step tick positions spread over [lo, hi]."""
+    a, b = int(round(lo)), int(round(hi))
+    return sorted({a + (b - a) * k // (count - 1) for k in range(count)})
+
+
 class MetricPlot(PlotextPlot):
     """A plot of some step metrics over steps, with event marks.
 
@@ -60,6 +66,7 @@ class MetricPlot(PlotextPlot):
             drawn_x.extend((xs[0], xs[-1]))
         if drawn_x:
             lo, hi = min(drawn_x), max(drawn_x)
+            plt.xticks(step_ticks(lo, hi))
             for mark in marks:
                 step = mark.get("step")
                 if step is not None and lo <= step <= hi:

@@ -61,7 +61,7 @@ class RunsScreen(Screen):
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield Static("enter: watch · m: mark · c: compare the marked run with this one",
                      id="runs-hint")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.title = "runs"
@@ -120,7 +120,7 @@ class CompareScreen(Screen):
         yield Header()
         yield Static("", id="manifest-warning")
         yield PlotextPlot(id="compare-plot")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         a, b = self.run_ids

@@ -1,0 +1,73 @@
+"""Snapshot tests (pytest-textual-snapshot) of the four inspection screens on
+the fixed small run file, at a fixed 120x40 terminal.
+
+Update after an intended visual change with ``pytest --snapshot-update``
+and look at the SVGs in tests/__snapshots__/test_tui_snapshots/.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fixtures.smalldb import build_small_db
+from tui.app import RolloutLabApp
+
+SIZE = (120, 40)
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "run.db"
+    return path, build_small_db(path)
+
+
+def settled(*keys: str):
+    """A run_before hook: wait for data and drawn plots, press ``keys``, wait again."""
+
+    async def run_before(pilot) -> None:
+        app = pilot.app
+
+        async def wait(condition) -> None:
+            deadline = time.monotonic() + 10
+            while not condition():
+                assert time.monotonic() < deadline, "the app did not settle"
+                await pilot.pause(0.05)
+
+        await wait(lambda: app.view is not None and app.view.group is not None
+                   and app.feed is not None and app.feed.alerts is not None)
+        await wait(lambda: not app.screen_stack[1]._plots_dirty)
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            await app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        await app.workers.wait_for_complete()
+
+    return run_before
+
+
+def test_dashboard(snap_compare, db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    assert snap_compare(app, terminal_size=SIZE, run_before=settled())
+
+
+def test_group_view(snap_compare, db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    assert snap_compare(app, terminal_size=SIZE,
+                        run_before=settled("left_square_bracket", "down", "g", "s"))
+
+
+def test_trajectory_inspector(snap_compare, db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["gigpo-demo"])
+    assert snap_compare(app, terminal_size=SIZE, run_before=settled("t"))
+
+
+def test_advantages_view(snap_compare, db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["gigpo-demo"])
+    assert snap_compare(app, terminal_size=SIZE, run_before=settled("a", "tab", "down", "enter"))
