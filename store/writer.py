@@ -247,6 +247,7 @@ class StoreWriter:
         ``metrics`` is keyed by TRL names (see ``STEP_METRIC_COLUMNS``); the
         whole dict is kept as JSON, the known ones also in columns. Writing
         the same step again merges: new values replace old ones, others stay.
+        NaN and infinite values are stored as missing (NULL), never as text.
 
         Raises:
             ValueError: a known metric is not a number.
