@@ -107,11 +107,13 @@ def migrate(db: sqlite_utils.Database) -> int:
     return version
 
 
-def process_alive(pid: int) -> bool:
+def process_alive(pid: int, *, seen_at: float | None = None) -> bool:
     """Whether process ``pid`` exists on this host and is not a zombie.
 
     A zombie (killed but not yet reaped by its parent, e.g. the TUI) counts
-    as dead: it will never write again.
+    as dead: it will never write again. With ``seen_at`` (Unix seconds of the
+    engine's last heartbeat), a process that started after it is another
+    program that reused the pid (after a reboot, say): dead too.
     """
     try:
         os.kill(pid, 0)
@@ -120,27 +122,39 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
     except OSError:
         return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    if fields[0] == "Z":
+        return False
+    return seen_at is None or _started_at(int(fields[19])) <= seen_at + 1.0
+
+
+def _started_at(start_ticks: int) -> float:
+    """Unix time (seconds) of a process start given in clock ticks since boot
+    (field 22 of /proc/PID/stat, proc(5))."""
+    boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime "))
+    return boot + start_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def mark_crashed_runs(db: sqlite_utils.Database) -> list[int]:
     """Mark ``running``/``paused`` runs of this host whose pid is gone as crashed.
 
     Runs started on another host are left alone (their engine may be alive
-    there); runs with no owner recorded (written by schema v1) count as dead. Records an ``error`` event per crashed run. Returns their ids.
+    there); runs with no owner recorded (written by schema v1) count as dead;
+    a pid now held by a process younger than the run's last heartbeat is a
+    reused pid. Records an ``error`` event per crashed run. Returns their ids.
     """
     host = socket.gethostname()
     stale = [
         (run_id, pid)
-        for run_id, pid in db.execute(
-            "SELECT id, pid FROM runs WHERE status IN ('running', 'paused') "
+        for run_id, pid, heartbeat_at in db.execute(
+            "SELECT id, pid, heartbeat_at FROM runs WHERE status IN ('running', 'paused') "
             "AND (host = ? OR (host IS NULL AND pid IS NULL))",
             [host],
         ).fetchall()
-        if pid is None or not process_alive(pid)
+        if pid is None or not process_alive(pid, seen_at=heartbeat_at)
     ]
     if not stale:
         return []

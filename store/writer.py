@@ -164,7 +164,8 @@ class StoreWriter:
         """
         run = self._run(run_id)
         if (run["status"] in ("running", "paused") and run["host"] == socket.gethostname()
-                and run["pid"] not in (None, os.getpid()) and process_alive(run["pid"])):
+                and run["pid"] not in (None, os.getpid())
+                and process_alive(run["pid"], seen_at=run["heartbeat_at"])):
             raise RuntimeError(
                 f"run {run['name']!r} is still running in process {run['pid']}; "
                 "stop it (or kill that process) before resuming"

@@ -120,3 +120,16 @@ def test_killed_reader_never_blocks_the_writer(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0] == 16
+
+
+def test_reused_pid_does_not_keep_a_dead_run_alive(tmp_path):
+    path = tmp_path / "runs.db"
+    with StoreWriter(path) as writer:
+        old = writer.start_run("before-reboot", "arithmetic", {}, {})
+        # Its engine was last seen in 2001; the pid now belongs to this test process.
+        writer.db.execute("UPDATE runs SET heartbeat_at = 1e9 WHERE id = ?", [old])
+        live = writer.start_run("live", "arithmetic", {}, {})
+    open_db(path).close()
+    reader = StoreReader(path)
+    assert reader.run(old)["status"] == "crashed"
+    assert reader.run(live)["status"] == "running"
