@@ -256,7 +256,7 @@ def gigpo(
         episode_rewards: optional N floats replacing the summed returns in A^E.
 
     Returns:
-        :class:`GiGPOResult` (all groups ids 0).
+        :class:`GiGPOResult` (one group: every group id is 0).
 
     Raises:
         ValueError: mismatched lengths (naming the episode), an empty

@@ -63,7 +63,7 @@ def bisect(conversation):
 
 def run_guess(policy, secret=23, n=4, **kwargs):
     options = {"max_turns": GUESS.max_turns, "max_new_tokens": 4, "temperature": 1.0} | kwargs
-    example = {"id": "t", "prompt": "1..32?", "answer": str(secret), "secret": secret}
+    example = {"id": "t", "prompt": "1..63?", "answer": str(secret), "secret": secret}
     return run_group(policy, GUESS.make_env, example, n, **options)
 
 
@@ -71,16 +71,17 @@ def test_binary_search_solves_every_episode_from_the_same_start():
     policy = ScriptedPolicy(bisect)
     episodes = run_guess(policy, secret=23)
     for ep in episodes:
-        assert ep.initial_state_key == (1, 32)
+        assert ep.initial_state_key == (1, 63)
         assert ep.done and not ep.truncated
-        # 16 -> higher 17..32, 24 -> lower 17..23, 20 -> higher 21..23, 22 -> higher 23..23, 23
-        assert [t.text for t in ep.turns] == ["16", "24", "20", "22", "23"]
-        assert ep.state_keys == [(1, 32), (17, 32), (17, 23), (21, 23), (23, 23)]
-        assert ep.step_rewards == [0.0, 0.0, 0.0, 0.0, 1.0]
+        # 32 -> lower 1..31, 16 -> higher 17..31, 24 -> lower 17..23, 20 -> higher 21..23,
+        # 22 -> higher 23..23, 23 -> correct
+        assert [t.text for t in ep.turns] == ["32", "16", "24", "20", "22", "23"]
+        assert ep.state_keys == [(1, 63), (1, 31), (17, 31), (17, 23), (21, 23), (23, 23)]
+        assert ep.step_rewards == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
         assert ep.total_reward == 1.0 and ep.n_invalid == 0
-        assert [m["role"] for m in ep.messages] == ["user"] + ["assistant", "user"] * 5
+        assert [m["role"] for m in ep.messages] == ["user"] + ["assistant", "user"] * 6
         assert ep.messages[-1]["content"] == "correct"
-    assert policy.batch_sizes == [4] * 5  # one policy call per turn for all running episodes
+    assert policy.batch_sizes == [4] * 6  # one policy call per turn for all running episodes
 
 
 def test_prompt_ids_are_the_context_before_each_turn():
@@ -97,7 +98,7 @@ def test_prompt_ids_are_the_context_before_each_turn():
 def test_ragged_episodes_shrink_the_batch_as_they_finish():
     rng = random.Random(5)
     policy = ScriptedPolicy(lambda conv: str(rng.randint(*last_interval(conv))))
-    episodes = run_guess(policy, secret=9, n=8)
+    episodes = run_guess(policy, secret=40, n=8)
     lengths = [len(ep.turns) for ep in episodes]
     assert len(set(lengths)) > 1
     # the batch at turn t holds exactly the episodes longer than t
@@ -108,13 +109,13 @@ def test_ragged_episodes_shrink_the_batch_as_they_finish():
 def test_invalid_action_is_an_observation_plus_penalty_never_a_crash():
     replies = iter(["sixteen", "99"])
     policy = ScriptedPolicy(lambda conv: next(replies, None) or bisect(conv))
-    ep = run_guess(policy, n=1, secret=23, invalid_penalty=0.25)[0]
+    ep = run_guess(policy, n=1, secret=32, invalid_penalty=0.25)[0]
     assert [t.invalid for t in ep.turns[:3]] == [True, True, False]
     assert ep.n_invalid == 2
     assert ep.turns[0].reward == -0.25 and ep.turns[1].reward == -0.25
-    assert ep.turns[0].observation[0]["content"] == "bad guess 1..32?"
-    assert ep.state_keys[:3] == [(1, 32), (1, 32), (1, 32)]  # the state did not move
-    assert ep.done and ep.step_rewards[-1] == 1.0
+    assert ep.turns[0].observation[0]["content"] == "bad guess 1..63?"
+    assert ep.state_keys[:3] == [(1, 63), (1, 63), (1, 63)]  # the state did not move
+    assert ep.done and ep.step_rewards == [-0.25, -0.25, 1.0]  # then 32 is right
 
 
 def test_runner_truncates_at_max_turns_and_records_it():
@@ -122,7 +123,7 @@ def test_runner_truncates_at_max_turns_and_records_it():
     episodes = run_guess(policy, n=2, secret=23, max_turns=3)
     for ep in episodes:
         assert len(ep.turns) == 3 and ep.truncated and not ep.done
-        assert ep.state_keys == [(1, 32), (2, 32), (2, 32)]
+        assert ep.state_keys == [(1, 63), (2, 63), (2, 63)]
 
 
 def test_environment_turn_limit_ends_the_episode_without_truncation():
@@ -214,7 +215,7 @@ def test_run_episodes_batches_different_examples_for_evaluation():
     episodes = run_episodes(policy, GUESS.make_env, examples, max_turns=GUESS.max_turns,
                             max_new_tokens=4, temperature=0.0)
     assert [ep.messages[-1]["content"] for ep in episodes] == ["correct"] * len(examples)
-    assert policy.batch_sizes[0] == len(examples) and len(policy.batch_sizes) <= 6
+    assert policy.batch_sizes[0] == len(examples) and len(policy.batch_sizes) == 6
     assert sorted({len(ep.turns) for ep in episodes}) == [1, 2, 3, 4, 5, 6]
 
 
@@ -249,10 +250,10 @@ def test_real_tiny_policy_plays_without_crashing():
     for ep in episodes:
         assert 1 <= len(ep.turns) <= 3
         for turn in ep.turns:
-            assert turn.prompt_ids[: len(tokenizer.encode("1..32?", add_special_tokens=False))] == \
-                tokenizer.encode("1..32?", add_special_tokens=False)
+            assert turn.prompt_ids[: len(tokenizer.encode("1..63?", add_special_tokens=False))] == \
+                tokenizer.encode("1..63?", add_special_tokens=False)
             assert len(turn.logprobs) == len(turn.completion_ids) >= 1
             if turn.invalid:  # an untrained model mostly emits junk: penalised, recorded
                 assert turn.reward == -0.1 and turn.observation[0]["content"].startswith("bad guess")
             else:
-                assert 1 <= int(turn.text) <= 32 and turn.reward in (0.0, 1.0)
+                assert 1 <= int(turn.text) <= 63 and turn.reward in (0.0, 1.0)

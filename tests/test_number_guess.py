@@ -72,7 +72,7 @@ def test_splits_are_fixed_or_seeded():
     train = SCENARIO.train_examples(0)
     assert train == SCENARIO.train_examples(0) and train != SCENARIO.train_examples(1)
     assert len({e["id"] for e in train}) == len(train)
-    assert all(e["prompt"] == "1..32?" and e["answer"] == str(e["secret"]) for e in train)
+    assert all(e["prompt"] == f"1..{N}?" and e["answer"] == str(e["secret"]) for e in train)
 
 
 def test_sft_pairs_replay_legal_play_as_the_tiny_model_sees_it():

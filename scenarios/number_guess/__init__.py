@@ -1,10 +1,10 @@
 """Number guessing: a multi-step scenario with recurring states.
 
-The policy finds a secret integer in 1..32 within 7 guesses from
-"higher"/"lower" answers (see :mod:`scenarios.number_guess.env`). Binary
-search always wins in at most 6 guesses; uniform guessing inside the interval
-(the tiny policy's warm start) often runs out of turns, so RL has room to
-show. The secret is hidden from the policy, so the held-out split is simply
+The policy finds a secret integer in 1..63 within 6 guesses from
+"higher"/"lower" answers (see :mod:`scenarios.number_guess.env`). 63 = 2**6 - 1,
+so binary search always wins in 6 guesses, while uniform guessing inside the
+interval (what the tiny policy is warm-started on) wins about half the time
+(48 % in 3,000 simulated episodes), so RL has room to show. The secret is hidden from the policy, so the held-out split is simply
 every secret once; train examples draw secrets with the run's seed.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 from scenarios.number_guess.env import NumberGuessEnv, prompt_text
 
-N = 32
-MAX_TURNS = 7
+N = 63
+MAX_TURNS = 6
 TRAIN_SIZE = 2000
 SFT_EPISODES = 1500
 #: The tiny model's EOS as text: its tokenizer maps it to the EOS token, so
@@ -27,7 +27,7 @@ EOS_TEXT = "</s>"
 
 SYSTEM_PROMPT = (
     f"Guess the secret integer in 1..{N}. Each user message shows the interval "
-    "still possible, e.g. '17..32?', after 'higher' or 'lower' for your last "
+    "still possible, e.g. '33..63?', after 'higher' or 'lower' for your last "
     "guess. Reply with one integer and nothing else."
 )
 
@@ -51,7 +51,7 @@ class NumberGuess:
         return NumberGuessEnv(N, self.max_turns)
 
     def eval_examples(self) -> list[dict[str, Any]]:
-        """The fixed held-out split: every secret 1..N once (32 examples)."""
+        """The fixed held-out split: every secret 1..N once (63 examples)."""
         return [_example(s) for s in range(1, N + 1)]
 
     def train_examples(self, seed: int) -> list[dict[str, Any]]:

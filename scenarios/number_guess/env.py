@@ -4,11 +4,11 @@ Observations are kept short for the tiny character-level policy (a 256-token
 context) and say the interval still possible, so the last observation alone
 is enough to play well:
 
-    reset       ``1..32?``
-    too low     ``higher 17..32?``
-    too high    ``lower 1..15?``
+    reset       ``1..63?``
+    too low     ``higher 33..63?``
+    too high    ``lower 1..31?``
     found       ``correct``
-    not a number in 1..N: ``bad guess 1..32?`` (invalid; the state is kept)
+    not a number in 1..N: ``bad guess 1..63?`` (invalid; the state is kept)
     last turn used up: ``lost, it was 17``
 
 The state key is the interval ``(lo, hi)``: every episode starts at (1, N)
@@ -26,7 +26,7 @@ GUESS = re.compile(r"\s*(\d{1,9})\s*")
 
 
 def prompt_text(lo: int, hi: int) -> str:
-    """The question for an interval, e.g. ``1..32?``."""
+    """The question for an interval, e.g. ``1..63?``."""
     return f"{lo}..{hi}?"
 
 
