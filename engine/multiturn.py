@@ -309,7 +309,9 @@ def train_samples(episodes: Sequence[Episode], advantages: Sequence[np.ndarray])
     if len(advantages) != len(episodes) or any(len(a) != len(ep.turns) for ep, a in zip(episodes, advantages)):
         raise ValueError("advantages must hold one array per episode with one value per turn")
     return [
-        TrainSample(prompt_ids=t.prompt_ids, completion_ids=t.completion_ids, old_logprobs=t.logprobs, advantage=float(a))
+        TrainSample(
+            prompt_ids=t.prompt_ids, completion_ids=t.completion_ids, old_logprobs=t.logprobs, advantage=float(a)
+        )
         for ep, adv in zip(episodes, advantages)
         for t, a in zip(ep.turns, adv)
     ]

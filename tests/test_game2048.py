@@ -55,7 +55,9 @@ def test_spawn_new_board_and_text_round_trip():
         from_text("1.../....")
 
 
-@pytest.mark.parametrize(("text", "expected"), [("l", "l"), (" R\n", "r"), ("Up", "u"), ("down", "d"), ("ld", None), ("", None)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("l", "l"), (" R\n", "r"), ("Up", "u"), ("down", "d"), ("ld", None), ("", None)]
+)
 def test_parse_move(text, expected):
     assert parse_move(text) == expected
 
@@ -147,7 +149,8 @@ def test_rubric_scores_max_tile_and_legality():
         {"role": "assistant", "content": "r"},
         {"role": "user", "content": "..1./..../..../...4 end"},
     ]
-    assert max_tile({}, transcript) == {"reward": pytest.approx(4 / 11), "details": {"parse_status": "ok", "max_tile": 16}}
+    scored = max_tile({}, transcript)
+    assert scored == {"reward": pytest.approx(4 / 11), "details": {"parse_status": "ok", "max_tile": 16}}
     assert legal_moves_score({}, transcript)["reward"] == 0.5
     assert max_tile({}, [{"role": "user", "content": "hello"}])["details"]["parse_status"] == "no_board"
     rubric = load_rubric(SCENARIO.reward_file)

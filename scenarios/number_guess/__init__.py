@@ -4,8 +4,9 @@ The policy finds a secret integer in 1..63 within 6 guesses from
 "higher"/"lower" answers (see :mod:`scenarios.number_guess.env`). 63 = 2**6 - 1,
 so binary search always wins in 6 guesses, while uniform guessing inside the
 interval (what the tiny policy is warm-started on) wins about half the time
-(48 % in 3,000 simulated episodes), so RL has room to show. The secret is hidden from the policy, so the held-out split is simply
-every secret once; train examples draw secrets with the run's seed.
+(48 % in 3,000 simulated episodes), so RL has room to show. The secret is
+hidden from the policy, so the held-out split is simply every secret once;
+train examples draw secrets with the run's seed.
 """
 
 from __future__ import annotations

@@ -4,11 +4,13 @@ Turns come from simulated number-guessing play: each group is 8 episodes
 from the interval 1..N; each guess is the midpoint of the interval still
 possible with probability 1/2 (a half-trained policy), else uniform in it.
 The state key is that interval as a tuple, so intervals recur across the
-episodes of a group as they do in real runs. Reward 1 on the correct guess. Prints one JSON object: the batched path (``gigpo_batch``
-over all groups at once) and the per-group path (``gigpo`` in a loop),
-each with turns, seconds (best of ``--repeat``) and turns_per_s.
+episodes of a group as they do in real runs. Reward 1 on the correct guess.
 
-Run: ``nice -n 10 .venv/bin/python tests/bench/gigpo.py``
+Prints one JSON object: the batched path (``gigpo_batch`` over all groups at
+once) and the per-group path (``gigpo`` in a loop), each with seconds (best
+of ``--repeat``) and turns_per_s.
+
+Run: ``PYTHONPATH=. nice -n 10 .venv/bin/python tests/bench/gigpo.py``
 """
 
 from __future__ import annotations
