@@ -4,9 +4,9 @@ Single-turn (one scalar reward per trajectory, G trajectories per group):
 
 - :func:`grpo`: A_i = (r_i - mean r) / (std r + eps), std unbiased (ddof 1),
   eps 1e-4 by default (as TRL's GRPOTrainer); ``scale="none"`` is Dr. GRPO's
-  mean-only centring (Liu et al. 2025, arXiv 2503.20783, section 3.2).
+  mean-only centring (Liu et al. 2025, arXiv 2503.20783).
 - :func:`rloo`: the leave-one-out baseline (Ahmadian et al. 2024,
-  arXiv 2402.14740, section 3.3).
+  arXiv 2402.14740).
 - :func:`group_stats`: TRL's logged metrics ``reward``, ``reward_std``,
   ``frac_reward_zero_std``.
 
@@ -14,9 +14,10 @@ Multi-step (N episodes of T_i turns from one initial state):
 
 - :func:`gigpo` for one group and :func:`gigpo_batch` for many groups at
   once over flat arrays; both run the same vectorised core (GiGPO, Feng et
-  al. 2025, arXiv 2505.10978, section 4, equations 4-8). The result also
-  carries the GRPO baseline for multi-step runs (A^E spread over every turn),
-  so the two can be compared on the same episodes.
+  al. 2025, arXiv 2505.10978, section 4: episode- and step-level relative
+  advantages). The result also carries the GRPO baseline for multi-step runs
+  (A^E spread over every turn), so the two can be compared on the same
+  episodes.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def _safe_divide(centred: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 
 def rloo(rewards) -> np.ndarray:
-    """REINFORCE leave-one-out advantages (Ahmadian et al. 2024, arXiv 2402.14740, eq. 6).
+    """REINFORCE leave-one-out advantages (Ahmadian et al. 2024, arXiv 2402.14740, the RLOO estimator).
 
     A_i = r_i - (1 / (G - 1)) * sum_{j != i} r_j = G / (G - 1) * (r_i - mean r).
 
@@ -228,16 +229,16 @@ def gigpo(
     """GiGPO advantages for one group of N episodes from the same initial state.
 
     Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent
-    Training", arXiv 2505.10978, section 4:
+    Training", arXiv 2505.10978, section 4 (method):
 
     - episode return R_i = sum_t r_t^(i) (the plain sum, undiscounted),
       unless ``episode_rewards`` gives R_i directly (e.g. a rubric score);
-    - A^E_i = (R_i - mean_j R_j) / F, each episode counted once (eq. 4);
-    - R_t^(i) = r_t^(i) + gamma R_{t+1}^(i), R past the last turn = 0 (eq. 6);
+    - A^E_i = (R_i - mean_j R_j) / F, each episode counted once;
+    - R_t^(i) = r_t^(i) + gamma R_{t+1}^(i), R past the last turn = 0;
     - anchor group of (i, t) = every turn (j, k) of the group whose state key
-      equals state_keys[i][t], revisits within one episode included (eq. 5);
-    - A^S = (R_t^(i) - mean over the anchor group) / F (eq. 7);
-    - A = A^E + omega A^S, one scalar per turn (eq. 8).
+      equals state_keys[i][t], revisits within one episode included;
+    - A^S = (R_t^(i) - mean over the anchor group) / F;
+    - A = A^E + omega A^S, one scalar per turn.
 
     F = 1 for ``mode="mean_norm"``; F = unbiased std (ddof 1) + eps for
     ``mode="mean_std_norm"``; the same F rule serves A^E and A^S. An anchor
