@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.advantages import GiGPOResult, gigpo
+from engine.advantages import GiGPOResult, gigpo, gigpo_batch
 from engine.types import Sample, TrainSample
 
 Message = dict[str, Any]
@@ -293,6 +293,25 @@ def group_advantages(episodes: Sequence[Episode], **options: Any) -> GiGPOResult
         ValueError: an episode with no turns, or bad ``options`` (see gigpo).
     """
     return gigpo([ep.step_rewards for ep in episodes], [ep.state_keys for ep in episodes], **options)
+
+
+def batch_advantages(groups: Sequence[Sequence[Episode]], **options: Any) -> GiGPOResult:
+    """GiGPO advantages of many groups in one vectorised call (:func:`gigpo_batch`).
+
+    Episodes are taken group by group, in order; ``result.group`` tells them
+    apart and ``result.combined[k]`` belongs to the k-th episode overall.
+
+    Raises:
+        ValueError: an episode with no turns, or bad ``options`` (see gigpo).
+    """
+    episodes = [ep for group in groups for ep in group]
+    return gigpo_batch(
+        [r for ep in episodes for r in ep.step_rewards],
+        [len(ep.turns) for ep in episodes],
+        [g for g, group in enumerate(groups) for _ in group],
+        [k for ep in episodes for k in ep.state_keys],
+        **options,
+    )
 
 
 def train_samples(episodes: Sequence[Episode], advantages: Sequence[np.ndarray]) -> list[TrainSample]:

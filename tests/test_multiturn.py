@@ -16,6 +16,7 @@ import torch
 
 from engine.multiturn import (
     InitialStateMismatch,
+    batch_advantages,
     group_advantages,
     observation_key,
     run_episodes,
@@ -217,6 +218,17 @@ def test_run_episodes_batches_different_examples_for_evaluation():
     assert [ep.messages[-1]["content"] for ep in episodes] == ["correct"] * len(examples)
     assert policy.batch_sizes[0] == len(examples) and len(policy.batch_sizes) == 6
     assert sorted({len(ep.turns) for ep in episodes}) == [1, 2, 3, 4, 5, 6]
+
+
+def test_batch_advantages_equal_per_group_advantages():
+    rng = random.Random(2)
+    policy = ScriptedPolicy(lambda conv: str(rng.randint(*last_interval(conv))))
+    groups = [run_guess(policy, secret=s, n=4) for s in (3, 40, 63)]
+    batch = batch_advantages(groups, gamma=0.9, mode="mean_std_norm")
+    singles = [group_advantages(g, gamma=0.9, mode="mean_std_norm") for g in groups]
+    np.testing.assert_allclose(batch.combined_flat, np.concatenate([r.combined_flat for r in singles]))
+    np.testing.assert_array_equal(batch.anchor_flat, np.concatenate([r.anchor_flat for r in singles]))
+    assert batch.group.tolist() == [0] * 4 + [1] * 4 + [2] * 4
 
 
 def test_bad_arguments_and_bad_policies_are_reported():
