@@ -292,6 +292,19 @@ class StoreReader:
         return self._all("SELECT * FROM commands WHERE run_id = ? ORDER BY id", [run_id],
                          ("payload",))
 
+    def completions_of_step(self, run_id: int, step: int) -> dict[int, list[str]]:
+        """The completions of a step's (non-superseded) groups: ``{group_id:
+        [completion, ...]}`` in trajectory index order. Text only, no JSON to
+        decode: what the TUI's diversity alert needs for every new step."""
+        out: dict[int, list[str]] = {}
+        with self._snapshot() as conn:
+            for group_id, completion in conn.execute(
+                    "SELECT group_id, completion FROM trajectories WHERE group_id IN "
+                    '(SELECT id FROM "groups" WHERE run_id = ? AND step = ? AND superseded = 0) '
+                    "ORDER BY group_id, idx", [run_id, step]):
+                out.setdefault(group_id, []).append(completion)
+        return out
+
     def anchor_share_by_step(self, run_id: int) -> list[dict]:
         """Per step of a multi-step run, the share of turns whose anchor group
         has more than one member (GiGPO, arXiv 2505.10978, section 5.5):

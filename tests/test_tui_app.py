@@ -316,7 +316,6 @@ async def test_app_waits_for_the_engine_run_to_appear(tmp_path):
     script = ("import sys; sys.path.insert(0, %r); from store.writer import StoreWriter; "
               "w = StoreWriter(%r); w.start_run('spawned', 'arithmetic', {}, {}); w.close()"
               % (str(__import__('pathlib').Path(__file__).resolve().parents[1]), str(path)))
-    StoreWriter(path).close()
     app = RolloutLabApp(path, run_name="spawned", engine_cmd=[sys.executable, "-c", script])
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.run_row is not None, timeout=20)
@@ -325,9 +324,21 @@ async def test_app_waits_for_the_engine_run_to_appear(tmp_path):
     assert (tmp_path / "run.db.engine.log").exists()
 
 
-def test_engine_cmd_needs_run_name(tmp_path):
+def test_engine_cmd_needs_run_name_and_watch_needs_a_file(tmp_path):
     with pytest.raises(ValueError, match="engine_cmd needs run_name"):
         RolloutLabApp(tmp_path / "x.db", engine_cmd=["true"])
+    with pytest.raises(FileNotFoundError, match="no run file at"):
+        RolloutLabApp(tmp_path / "x.db")
+
+
+async def test_engine_that_dies_early_is_reported(tmp_path):
+    import sys
+
+    app = RolloutLabApp(tmp_path / "x.db", run_name="never",
+                        engine_cmd=[sys.executable, "-c", "raise SystemExit(3)"])
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: any("exited with code 3" in n.message
+                                       for n in app._notifications))
 
 
 def test_anchor_share_by_step(db):
@@ -353,3 +364,14 @@ async def test_alert_thresholds_come_from_the_run_config(tmp_path):
         await until(pilot, lambda: app.feed is not None)
         assert app.feed.watch.thresholds.perfect_share == 0.9
         assert any("perfect_shar" in n.message for n in app._notifications)
+
+
+def test_completions_of_step(db):
+    path, ids = db
+    with StoreReader(path) as reader:
+        texts = reader.completions_of_step(ids["demo"], 6)
+        groups = reader.groups_of_step(ids["demo"], 6)
+        assert sorted(texts) == [g["id"] for g in groups]
+        full = reader.group(groups[0]["id"])
+        assert texts[groups[0]["id"]] == [t["completion"] for t in full["trajectories"]]
+        assert reader.completions_of_step(ids["demo"], 99) == {}

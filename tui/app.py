@@ -94,6 +94,7 @@ class RolloutLabApp(App):
     Raises:
         ValueError: ``engine_cmd`` without ``run_name`` (the app could not tell
             which run is the one it started).
+        FileNotFoundError: no ``engine_cmd`` and no file at ``db_path``.
     """
 
     CSS_PATH = "app.tcss"
@@ -116,11 +117,15 @@ class RolloutLabApp(App):
         super().__init__()
         if engine_cmd and not run_name:
             raise ValueError("engine_cmd needs run_name: pass the --name given to the engine")
+        if not engine_cmd and not Path(db_path).exists():
+            raise FileNotFoundError(f"no run file at {db_path}; check the path, or start a run "
+                                    "(rlab, or rlab run --headless) to create it")
         self.db_path = Path(db_path)
         self.run_id = run_id
         self.run_name = run_name
         self.engine_cmd = engine_cmd
         self.engine: subprocess.Popen | None = None
+        self._engine_reported = False
         self.thresholds = thresholds
         self.feed: RunFeed | None = None
         self.run_row: dict | None = None
@@ -167,16 +172,30 @@ class RolloutLabApp(App):
         """Worker thread: find the run if not yet known, read what is new."""
         feed = self.feed
         try:
+            if not self.db_path.exists():  # the spawned engine has not created it yet
+                self._check_engine()
+                return
             with self._poll_reader as reader:
                 if feed is None:
                     run_id = self._find_run(reader)
                     if run_id is None:
+                        self._check_engine()
                         return
                     feed = RunFeed(reader, run_id, thresholds=self._thresholds(reader.run(run_id)))
                 update = feed.poll()
             self.call_from_thread(self._apply_update, feed, update)
         finally:
             self.call_from_thread(setattr, self, "_polling", False)
+
+    def _check_engine(self) -> None:
+        """Worker thread: report (once) an engine that died before its run appeared."""
+        if self.engine is None or self.engine.poll() is None or self._engine_reported:
+            return
+        self._engine_reported = True
+        log = self.db_path.with_name(self.db_path.name + ".engine.log")
+        self.call_from_thread(self.notify, f"the engine exited with code {self.engine.returncode} "
+                              f"before starting run {self.run_name!r}; see {log}",
+                              severity="error", timeout=30)
 
     def _thresholds(self, run: dict | None) -> AlertThresholds:
         """The alert thresholds: the app's if given, else the run config's
