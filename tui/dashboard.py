@@ -108,6 +108,7 @@ class DashboardScreen(NavScreen):
     def __init__(self) -> None:
         super().__init__()
         self._dirty: set[str] = set()
+        self._drawn = False
         self._feed: RunFeed | None = None
 
     @property
@@ -140,11 +141,14 @@ class DashboardScreen(NavScreen):
             self._dirty.add("rollouts")
         if update is None or update.alerts:
             self._dirty.add("alerts")
+        if not self._drawn:  # the first data: show it now, not at the next tick
+            self._redraw()
 
     def reset(self) -> None:
         """Forget the previous run (the app switched runs)."""
         self._feed = None
         self._dirty.clear()
+        self._drawn = False
         for table in self.query(DataTable):
             table.clear()
         self._set_header()
@@ -168,6 +172,7 @@ class DashboardScreen(NavScreen):
             return  # the poll worker is folding new rows in: draw next tick
         try:
             dirty, self._dirty = self._dirty, set()
+            self._drawn = True
             if "plots" in dirty:
                 marks = list(feed.marks)
                 for plot in self.query(MetricPlot):

@@ -47,9 +47,18 @@ class MetricPlot(PlotextPlot):
         super().__init__(id=id)
         self.title = title
         self.traces = traces
+        self._last: tuple[StepSeries, list[dict]] | None = None
+
+    def on_resize(self) -> None:
+        """Downsample again to the new width."""
+        # Outside the feed's lock: a concurrent append can at worst drop the
+        # newest point from this one frame (zip stops at the shorter column).
+        if self._last is not None:
+            self.draw(*self._last)
 
     def draw(self, series: StepSeries, marks: list[dict] = ()) -> None:
         """Redraw from ``series``; ``marks`` are events (``kind``, ``step``) to mark."""
+        self._last = (series, list(marks))
         plt = self.plt
         plt.clear_data()
         plt.title(self.title)
