@@ -192,14 +192,14 @@ async def test_slash_searches_and_opens_the_match(db):
         await loaded(pilot)
         await pilot.press("slash")
         await until(pilot, lambda: isinstance(app.screen, SearchScreen))
-        app.screen.query_one(Input).value = "59 + 41"
+        app.screen.query_one(Input).value = "59+41"
         await pilot.press("enter")
         results = app.screen.query_one("#search-results", DataTable)
         await until(pilot, lambda: results.row_count == 4)
         await pilot.press("down", "enter")
         await until(pilot, lambda: isinstance(app.screen, TrajectoryScreen))
         await until(pilot, lambda: app.view.trajectory is not None
-                    and app.view.trajectory["prompt"] == "What is 59 + 41?")
+                    and app.view.trajectory["prompt"] == "59+41=")
 
 
 async def test_r_lists_runs_and_compares_manifests(db):
@@ -262,7 +262,7 @@ async def test_recent_groups_feeds_the_reward_editor(db):
         groups = await asyncio.to_thread(app.recent_groups, 3)
     assert len(groups) == 3
     first = groups[0]["trajectories"][0]
-    assert first["example"]["prompt"].startswith("What is")
+    assert first["example"]["answer"] == "106"  # the full example, from the scenario
     assert set(first) == {"example", "completion", "reward"}
 
 
@@ -375,3 +375,46 @@ def test_completions_of_step(db):
         full = reader.group(groups[0]["id"])
         assert texts[groups[0]["id"]] == [t["completion"] for t in full["trajectories"]]
         assert reader.completions_of_step(ids["demo"], 99) == {}
+
+
+async def test_v_ranks_a_group_under_two_reward_versions(db):
+    from rich.table import Table
+
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("left_square_bracket", "g")  # step 6, scored by version 2
+        await until(pilot, lambda: isinstance(app.screen, GroupScreen))
+        screen = app.screen
+        await until(pilot, lambda: len(screen.versions) == 2)
+        await pilot.press("v")
+        await until(pilot, lambda: screen.ranking is not None, timeout=30)
+        assert isinstance(screen.ranking, Table), screen.ranking
+        assert "ranking under v2 vs v1" in str(screen.ranking.title)
+        assert "ranking changed" in str(screen.ranking.title)
+        rows = list(zip(*[col._cells for col in screen.ranking.columns]))
+        # completions 90, 92 (wrong), 90, "The answer is 90" (malformed for `correct`);
+        # v2 = correct + 0.5 * short: the wrong short answer now beats the long one.
+        assert rows == [("#0", "1.50", "1", "1.00", "1"), ("#1", "0.50", "3", "0.00", "3"),
+                        ("#2", "1.50", "1", "1.00", "1"), ("#3", "0.00", "4", "0.00", "3")]
+
+
+def test_token_shading_by_advantage_and_logprob():
+    from tui.inspector import shaded_tokens
+
+    single = {"completion": "12 apples", "advantage": -0.5, "details": {}}
+    text = shaded_tokens(single, by_logprob=False)
+    assert text.plain == "12 apples"
+    assert {str(span.style) for span in text.spans} == {"on dark_red"}
+    stored = {"completion": "12", "advantage": 0.5,
+              "details": {"tokens": ["1", "2"], "logprobs": [0.0, -5.0]}}
+    styles = [str(span.style) for span in shaded_tokens(stored, by_logprob=True).spans]
+    assert styles == ["on rgb(0,120,40)", "on rgb(158,40,40)"]  # sure token green, unlikely red
+    episode = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "left"},
+                            {"role": "user", "content": "ok"}, {"role": "assistant", "content": "right"}],
+               "turns": [{"t": 0, "advantage": -1.0}, {"t": 1, "advantage": 2.0}]}
+    text = shaded_tokens(episode, by_logprob=False)
+    assert text.plain == "t0: left\nt1: right\n"
+    assert [str(s.style) for s in text.spans if "dark" in str(s.style)] == ["on dark_red",
+                                                                           "on dark_green"]

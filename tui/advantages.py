@@ -61,6 +61,7 @@ def cells(row: dict, style: str) -> list[Text]:
 class AdvantagesScreen(NavScreen):
     """Per-turn advantages of the cursor's group, sortable, with anchor highlighting."""
 
+    VIEW_NAME = "advantages"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
                 Binding("s", "cycle_sort", "Sort")]
 

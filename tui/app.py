@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 from store.control import send_command
 from store.reader import StoreReader
 from tui.alerts import AlertThresholds
+from tui.examples import ExampleIndex
 from tui.feed import FeedUpdate, RunFeed
 from tui.view import Cursor, NavScreen, View
 
@@ -106,7 +107,7 @@ class RolloutLabApp(App):
         Binding("n", "step_once", "1 step"),
         Binding("slash", "search", "Find", key_display="/"),
         Binding("r", "runs", "Runs"),
-        Binding("e", "reward_editor", "Rewards"),
+        Binding("e", "reward_editor", "Edit rewards"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit_prompt", "Quit"),
     ]
@@ -135,6 +136,7 @@ class RolloutLabApp(App):
         self._polling = False
         self._poll_reader = LockedReader(self.db_path)
         self._view_reader = LockedReader(self.db_path)
+        self.examples = ExampleIndex()
         self._groups_cache = LRU(64)
         self._group_cache = LRU(64)
         self._traj_cache = LRU(256)
@@ -354,6 +356,8 @@ class RolloutLabApp(App):
             return status in ACTIVE_STATUSES
         if action == "step_once":
             return status in ACTIVE_STATUSES and bool(self._want_paused)
+        if action == "open" and parameters:
+            return getattr(self.screen, "VIEW_NAME", None) != parameters[0]  # already here
         return True
 
     def action_toggle_pause(self) -> None:
@@ -443,18 +447,19 @@ class RolloutLabApp(App):
         """The last ``k`` groups of the run for the reward editor's preview.
 
         Returns ``[{"trajectories": [{"example", "completion", "reward"}]}]``,
-        newest group first, where ``example`` is ``{"id", "prompt"}`` (the
-        store keeps no other example fields). Runs queries: call it off the
-        UI thread.
+        newest group first, where ``example`` is the scenario's example with
+        the group's ``example_id`` (see :class:`tui.examples.ExampleIndex`).
+        Runs queries: call it off the UI thread.
         """
         run_id, out = self.run_id, []
         if run_id is None:
             return out
+        scenario = (self.run_row or {}).get("scenario", "")
         with self._view_reader as reader:
             for step in reversed(reader.steps(run_id)):
                 for light in reversed(reader.groups_of_step(run_id, step)):
                     group = reader.group(light["id"])
-                    example = {"id": group["example_id"], "prompt": group["prompt"]}
+                    example = self.examples.example(scenario, group["example_id"], group["prompt"])
                     out.append({"trajectories": [
                         {"example": example, "completion": t["completion"], "reward": t["reward"]}
                         for t in group["trajectories"]]})

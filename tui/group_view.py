@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Group as RichGroup
 from rich.rule import Rule
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -77,12 +78,17 @@ class GroupScreen(NavScreen):
     completion or last turns, verifier reward and components, judge score,
     rank and explanation, advantage. ``s`` changes the order."""
 
+    VIEW_NAME = "group"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
-                Binding("s", "cycle_sort", "Sort")]
+                Binding("s", "cycle_sort", "Sort"),
+                Binding("v", "toggle_versions", "Versions")]
 
     def __init__(self) -> None:
         super().__init__()
         self.sort = SORTS[0]
+        self.compare = False  # show rankings under two rubric versions
+        self.versions: list[dict] = []
+        self.ranking: Table | str | None = None  # the last comparison shown
         self.shown: list[dict] = []  # the trajectories in column order
         self._view: View | None = None
 
@@ -92,6 +98,69 @@ class GroupScreen(NavScreen):
         yield Horizontal(id="columns")
         yield Static("", id="versions")
         yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        run_id = self.app.run_id
+        if run_id is not None:
+            self.app.query(lambda reader: reader.reward_versions(run_id), self._got_versions)
+
+    def _got_versions(self, versions: list[dict]) -> None:
+        self.versions = versions
+        self.refresh_bindings()
+        self._versions_hint()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``v`` only when the run's rewards were edited (two or more versions)."""
+        if action == "toggle_versions":
+            return len(self.versions) >= 2
+        return True
+
+    def _versions_hint(self) -> None:
+        if not self.compare:
+            numbers = ", ".join(f"v{v['version']}" for v in self.versions) or "-"
+            hint = " · v: rankings under two versions" if len(self.versions) >= 2 else ""
+            self.query_one("#versions", Static).update(f"reward versions of the run: {numbers}{hint}")
+
+    def action_toggle_versions(self) -> None:
+        """``v``: show / hide the group's ranking under two rubric versions."""
+        self.compare = not self.compare
+        if self.compare and self._view is not None and self._view.group is not None:
+            self._compare_versions(self._view.group)
+        else:
+            self._versions_hint()
+
+    def _compare_versions(self, group: dict) -> None:
+        """Re-score the group under both versions in the reward sandbox (a
+        child process, engine.reward_check.dry_run), off the UI thread."""
+        trajs = sorted(group["trajectories"], key=lambda t: t["idx"])
+        picked = pick_versions(trajs, self.versions)
+        panel = self.query_one("#versions", Static)
+        if picked is None:
+            panel.update("this group's reward version is unknown: nothing to compare")
+            return
+        panel.update(f"re-scoring under v{picked[0]['version']} and v{picked[1]['version']}…")
+        scenario = (self.app.run_row or {}).get("scenario", "")
+        self.run_worker(lambda: self._rescore(group, scenario, trajs, *picked),
+                        thread=True, exclusive=True, group="versions")
+
+    def _rescore(self, group: dict, scenario: str, trajs: list[dict], old: dict, new: dict) -> None:
+        from engine.reward_check import RewardCheckError, dry_run
+
+        example = self.app.examples.example(scenario, group["example_id"], group["prompt"])
+        groups = [{"trajectories": [{"example": example, "completion": t["completion"],
+                                     "reward": t["reward"]} for t in trajs]}]
+        try:
+            report = dry_run(old["source"], new["source"], groups)
+            result = ranking_table(trajs, old, new, report.groups[0])
+        except (RewardCheckError, ValueError) as exc:
+            result = f"could not re-score: {exc}"
+        self.app.call_from_thread(self._show_ranking, group["id"], result)
+
+    def _show_ranking(self, group_id: int, result) -> None:
+        view = self._view
+        if self.compare and view is not None and view.group is not None and view.group["id"] == group_id:
+            self.ranking = result
+            self.query_one("#versions", Static).update(result)
 
     def action_cycle_sort(self) -> None:
         """``s``: index -> reward -> judge rank."""
@@ -121,17 +190,44 @@ class GroupScreen(NavScreen):
             VerticalScroll(Static(column_text(t, t["id"] == selected)),
                            classes="traj-column" + (" -selected" if t["id"] == selected else ""))
             for t in self.shown)
-        self.query_one("#versions", Static).update(versions_line(trajs))
+        if self.compare:
+            self._compare_versions(group)
+        else:
+            self._versions_hint()
 
 
-def versions_line(trajs: list[dict]) -> str:
-    """Which rubric versions scored the group; the ranking under each when
-    the group's trajectories were scored by more than one version."""
-    versions = sorted({t.get("reward_version") for t in trajs if t.get("reward_version") is not None})
-    if len(versions) <= 1:
-        return f"reward version: {versions[0] if versions else '-'}"
-    parts = []
-    for v in versions:
-        ranked = sort_trajectories([t for t in trajs if t.get("reward_version") == v], "reward")
-        parts.append(f"v{v}: " + " > ".join(f"#{t['idx']}" for t in ranked))
-    return "rankings by reward version · " + " | ".join(parts)
+def competition_ranks(rewards: list[float]) -> list[int]:
+    """Rank of each reward, 1 = best; ties share the better rank ("1224")."""
+    return [1 + sum(other > r for other in rewards) for r in rewards]
+
+
+def pick_versions(trajs: list[dict], versions: list[dict]) -> tuple[dict, dict] | None:
+    """(the version that scored the group, the version to compare it with):
+    the latest version, or the one before when the latest scored it. None
+    with fewer than two versions or when the scoring version is unknown."""
+    by_number = {v["version"]: v for v in versions}
+    scored = max((t.get("reward_version") or 0 for t in trajs), default=0)
+    if len(by_number) < 2 or scored not in by_number:
+        return None
+    latest = max(by_number)
+    other = latest if latest != scored else max(n for n in by_number if n != scored)
+    return by_number[scored], by_number[other]
+
+
+def ranking_table(trajs: list[dict], old: dict, new: dict, comparison) -> Table:
+    """Rewards and ranks of the group's trajectories under two rubric versions,
+    side by side (``comparison`` is an ``engine.reward_compare.GroupComparison``)."""
+    a, b = old["version"], new["version"]
+    tau = "undefined" if comparison.tau is None else f"{comparison.tau:+.2f}"
+    table = Table(title=f"ranking under v{a} vs v{b} · Kendall tau {tau} · ranking "
+                        f"{'changed' if comparison.ranking_changed else 'unchanged'}",
+                  expand=False, box=None, padding=(0, 2))
+    for column in ("trajectory", f"reward v{a}", f"rank v{a}", f"reward v{b}", f"rank v{b}"):
+        table.add_column(column, justify="right")
+    old_ranks = competition_ranks(comparison.old_rewards)
+    new_ranks = competition_ranks(comparison.new_rewards)
+    for i, t in enumerate(trajs):
+        moved = "bold yellow" if old_ranks[i] != new_ranks[i] else ""
+        table.add_row(f"#{t['idx']}", fmt(comparison.old_rewards[i]), str(old_ranks[i]),
+                      fmt(comparison.new_rewards[i]), str(new_ranks[i]), style=moved)
+    return table

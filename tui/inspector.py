@@ -48,8 +48,19 @@ def logprob_style(logprob: float) -> str:
 
 
 def shaded_tokens(traj: dict, by_logprob: bool) -> Text:
-    """The completion's tokens shaded by the trajectory's advantage sign, or by
-    logprob when ``by_logprob`` (with a note when no logprobs were stored)."""
+    """The completion's tokens shaded by advantage sign, or by logprob when
+    ``by_logprob`` (with a note when no logprobs were stored). In a
+    multi-step episode each assistant turn is shaded by its own advantage A."""
+    turns = traj.get("turns") or []
+    if turns and not by_logprob:
+        said = [m for m in traj.get("messages") or [] if m.get("role") == "assistant"]
+        text = Text()
+        for turn, message in zip(turns, said):
+            text.append(f"t{turn['t']}: ", style="dim")
+            for tok in _PIECES.findall(str(message.get("content") or "")):
+                text.append(tok, style=advantage_style(turn["advantage"]) if tok.strip() else "")
+            text.append("\n")
+        return text
     tokens, logprobs = token_pieces(traj)
     text = Text()
     if by_logprob and logprobs is None:
@@ -109,6 +120,7 @@ class TrajectoryScreen(NavScreen):
     """The cursor's trajectory in full (issue 6, part 4). ``l`` toggles token
     shading between advantage sign and logprob."""
 
+    VIEW_NAME = "trajectory"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
                 Binding("l", "toggle_shading", "Shading")]
 

@@ -60,6 +60,8 @@ class NavScreen(Screen):
     """A screen that shows the cursor's :class:`View` and takes the cursor keys."""
 
     BINDINGS = NAV_BINDINGS
+    VIEW_NAME: str | None = None
+    """``group``, ``trajectory`` or ``advantages``: its own key is hidden here."""
     initial_view: View | None = None
     """Set before pushing the screen: shown once it is mounted."""
 

@@ -1,0 +1,44 @@
+"""The dataset examples behind stored groups, for re-scoring in the TUI.
+
+The store keeps a group's ``example_id`` and prompt, not the example itself
+(the answer a reward function checks against). Re-scoring a stored group
+(the reward editor's dry run, the group view's two-version ranking) needs the
+whole example, so it is looked up by id in the run's scenario.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from scenarios import UnknownScenarioError, get_scenario
+
+
+class ExampleIndex:
+    """``example_id -> example`` per scenario, built once per scenario (lazily).
+
+    Thread-safe; an index holds every train and held-out example of a
+    scenario (arithmetic: 8,100 small dicts).
+    """
+
+    def __init__(self) -> None:
+        self._by_scenario: dict[str, dict[str, dict]] = {}
+        self._lock = threading.Lock()
+
+    def example(self, scenario: str, example_id: object, prompt: str) -> dict:
+        """The scenario's example with this id; ``{"id", "prompt"}`` when the
+        scenario is not installed here or has no such id (then reward
+        functions that need more fields report an error in their details)."""
+        with self._lock:
+            if scenario not in self._by_scenario:
+                self._by_scenario[scenario] = _index(scenario)
+            found = self._by_scenario[scenario].get(str(example_id))
+        return found if found is not None else {"id": example_id, "prompt": prompt}
+
+
+def _index(scenario: str) -> dict[str, dict]:
+    try:
+        sc = get_scenario(scenario)
+    except UnknownScenarioError:
+        return {}
+    # Ids do not depend on the seed (it only shuffles), so seed 0 finds them all.
+    return {str(ex["id"]): ex for ex in [*sc.train_examples(0), *sc.eval_examples()]}
