@@ -1,0 +1,211 @@
+"""LoRA, training options and checkpoints on small models built locally (CPU)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from pydantic import ValidationError
+from transformers import LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from engine.lora import (
+    CheckpointError,
+    LoraError,
+    LoraSettings,
+    apply_lora,
+    is_lora,
+    load_checkpoint,
+    peak_memory_metric,
+    reference_mode,
+    save_adapter,
+    save_checkpoint,
+    training_options,
+)
+from engine.tinymodel import build_config, build_tokenizer
+from engine.trainer import Trainer, TrainConfig
+from engine.types import TrainSample
+
+SETTINGS = LoraSettings(rank=4, alpha=8)
+
+
+def qwen2(seed: int = 0) -> Qwen2ForCausalLM:
+    """A Qwen2-architecture causal LM with tiny sizes and random weights."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )
+    return Qwen2ForCausalLM(config).eval()
+
+
+def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(build_config(len(build_tokenizer())))
+
+
+def batch(vocab: int = 64, seed: int = 1) -> torch.Tensor:
+    return torch.randint(3, vocab, (3, 12), generator=torch.Generator().manual_seed(seed))
+
+
+def lm_loss(model, ids: torch.Tensor) -> torch.Tensor:
+    logits = model(input_ids=ids).logits[:, :-1]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+def train(model, ids: torch.Tensor, steps: int = 3, lr: float = 1e-2) -> torch.optim.Optimizer:
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        lm_loss(model, ids).backward()
+        optimizer.step()
+    model.eval()
+    return optimizer
+
+
+def logits(model, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def test_settings_reject_bad_values():
+    with pytest.raises(ValidationError, match="rank"):
+        LoraSettings(rank=0)
+    with pytest.raises(ValidationError, match="empty name"):
+        LoraSettings(target_modules=["q_proj", " "])
+    assert LoraSettings().target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+def test_unknown_target_module_names_the_real_layers():
+    with pytest.raises(LoraError, match=r"\['query'\].*q_proj"):
+        apply_lora(qwen2(), LoraSettings(target_modules=["q_proj", "query"]))
+
+
+def test_lora_trains_only_adapter_and_reference_is_the_base_model():
+    base_logits = logits(qwen2(), batch())
+    model = apply_lora(qwen2(), SETTINGS)
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    adapter = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    assert adapter and all("lora_" in n for n in adapter)
+    assert torch.equal(logits(model, batch()), base_logits)  # B = 0 at init
+
+    train(model, batch())
+
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
+    assert any(not torch.equal(p, adapter[n]) for n, p in model.named_parameters() if n in adapter)
+    assert not torch.allclose(logits(model, batch()), base_logits, atol=1e-4)
+    with reference_mode(model):
+        assert torch.allclose(logits(model, batch()), base_logits, atol=1e-6)
+    assert not torch.allclose(logits(model, batch()), base_logits, atol=1e-4)  # adapter back on after
+
+
+def test_trainer_step_on_a_lora_model_moves_only_the_adapter():
+    model = apply_lora(qwen2(), SETTINGS)
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    trainer = Trainer(model, pad_id=0, config=TrainConfig(lr=1e-2, beta=0.0))
+    sample = TrainSample(prompt_ids=[5, 6, 7], completion_ids=[8, 9], old_logprobs=[-4.0, -4.0], advantage=1.0)
+    metrics = trainer.step([sample, TrainSample([5, 6], [10], [-4.0], -1.0)])
+    assert metrics["trained_samples"] == 2 and metrics["grad_norm"] > 0
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
+
+
+def test_reference_mode_and_save_adapter_refuse_a_plain_model(tmp_path):
+    with pytest.raises(TypeError, match="frozen copy"):
+        with reference_mode(qwen2()):
+            pass
+    with pytest.raises(TypeError, match="save_pretrained"):
+        save_adapter(qwen2(), tmp_path)
+
+
+def test_save_adapter_writes_only_the_adapter(tmp_path):
+    model = apply_lora(qwen2(), SETTINGS)
+    save_adapter(model, tmp_path / "a")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["README.md", "adapter_config.json",
+                                                                  "adapter_model.safetensors"]
+
+
+def test_training_options_on_cpu_give_no_autocast_and_same_gradients_with_checkpointing():
+    ids = batch(vocab=100)
+    grads, layer_calls = [], []
+    for checkpointing in (False, True):
+        model = tiny_llama()
+        autocast = training_options(model, "cpu", gradient_checkpointing=checkpointing)
+        calls = []
+        model.model.layers[0].self_attn.q_proj.register_forward_hook(lambda *_: calls.append(1))
+        model.train()
+        with autocast():
+            out = model(input_ids=ids).logits
+        assert out.dtype == torch.float32
+        lm_loss(model, ids).backward()
+        grads.append(model.model.layers[0].self_attn.q_proj.weight.grad.clone())
+        layer_calls.append(len(calls))
+    # Checkpointing recomputes each layer's forward in the backward pass.
+    assert layer_calls == [2, 3]
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+def test_training_options_refuse_bf16_where_unsupported():
+    with pytest.raises(ValueError, match="--no-bf16"):
+        training_options(qwen2(), "cpu", bf16=True)
+
+
+def test_peak_memory_metric_is_empty_on_cpu():
+    assert peak_memory_metric("cpu") == {}
+
+
+def test_full_model_checkpoint_round_trip(tmp_path):
+    ids = batch(vocab=100)
+    model = tiny_llama()
+    optimizer = train(model, ids, steps=2)
+    random.seed(7)
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    save_checkpoint(tmp_path / "ck", model, optimizer, step=12, rng_state=random.Random(3).getstate())
+    expected_draw = (torch.rand(3), random.random())
+    assert (tmp_path / "ck" / "model" / "config.json").is_file()
+
+    fresh = tiny_llama(seed=99)
+    fresh_opt = torch.optim.AdamW(fresh.parameters(), lr=1e-2)
+    resumed = load_checkpoint(tmp_path / "ck", fresh, fresh_opt)
+
+    assert resumed.step == 12
+    assert resumed.rng_state == random.Random(3).getstate()
+    assert all(torch.equal(v, saved[k]) for k, v in fresh.state_dict().items())
+    assert _adam_moments(fresh_opt) == pytest.approx(_adam_moments(optimizer))
+    assert torch.equal(torch.rand(3), expected_draw[0]) and random.random() == expected_draw[1]
+
+
+def test_lora_checkpoint_round_trip_resumes_training_identically(tmp_path):
+    ids = batch()
+    model = apply_lora(qwen2(), SETTINGS)
+    optimizer = train(model, ids, steps=2)
+    save_checkpoint(tmp_path / "ck", model, optimizer, step=2)
+    assert not (tmp_path / "ck" / "model").exists()
+    fresh = apply_lora(qwen2(), SETTINGS)
+    fresh_opt = torch.optim.AdamW([p for p in fresh.parameters() if p.requires_grad], lr=1e-2)
+    assert load_checkpoint(tmp_path / "ck", fresh, fresh_opt).step == 2
+    assert torch.allclose(logits(fresh, ids), logits(model, ids), atol=1e-6)
+
+    # Two further steps on each copy must agree: the Adam moments came back too.
+    for m, opt in ((model, optimizer), (fresh, fresh_opt)):
+        m.train()
+        for _ in range(2):
+            opt.zero_grad()
+            lm_loss(m, ids).backward()
+            opt.step()
+    assert torch.allclose(logits(fresh, ids), logits(model, ids), atol=1e-5)
+
+
+def test_checkpoint_kind_mismatch_and_missing_files_are_clear_errors(tmp_path):
+    lora = apply_lora(qwen2(), SETTINGS)
+    save_checkpoint(tmp_path / "lora", lora, train(lora, batch(), steps=1), step=1)
+    plain = qwen2()
+    with pytest.raises(CheckpointError, match="resume with LoRA on"):
+        load_checkpoint(tmp_path / "lora", plain, torch.optim.AdamW(plain.parameters()))
+    with pytest.raises(CheckpointError, match="optimizer.pt is missing"):
+        load_checkpoint(tmp_path / "nowhere", plain, torch.optim.AdamW(plain.parameters()))
+    assert is_lora(lora) and not is_lora(plain)
+
+
+def _adam_moments(optimizer: torch.optim.Optimizer) -> list[float]:
+    return [float(s["exp_avg"].abs().sum() + s["exp_avg_sq"].abs().sum()) for s in optimizer.state.values()]
