@@ -13,7 +13,7 @@ import time
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from fixtures.smalldb import build_small_db
+from fixtures.smalldb import REWARD_FILE, REWARD_V2, build_small_db
 from store.reader import StoreReader
 from store.writer import StoreWriter
 from tui.advantages import AdvantagesScreen
@@ -244,14 +244,16 @@ async def test_e_opens_the_reward_editor_on_the_run_reward_file(db):
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         await pilot.press("e")
-        await pilot.pause(0.3)
-        try:
-            from tui.reward_editor import RewardEditorScreen
-        except ImportError:
-            assert any("reward editor is not available" in n.message
-                       for n in app._notifications)
-        else:
-            assert isinstance(app.screen, RewardEditorScreen)
+        from tui.reward_editor import RewardEditorScreen
+
+        await until(pilot, lambda: isinstance(app.screen, RewardEditorScreen))
+        assert app.screen.path == REWARD_FILE
+        assert app.screen.applied_source == REWARD_V2  # the run's latest version
+        app._apply_rewards("WEIGHTS = {}", {"correct": 2.0})  # what the editor calls on apply
+        await until(pilot, lambda: commands(path, ids["demo"]) == ["set_rewards"])
+    with StoreReader(path) as reader:
+        assert reader.commands(ids["demo"])[0]["payload"] == {"source": "WEIGHTS = {}",
+                                                               "weights": {"correct": 2.0}}
 
 
 async def test_recent_groups_feeds_the_reward_editor(db):

@@ -4,9 +4,10 @@ Threading rule: the UI thread never runs a query. A 0.25 s timer starts a
 thread worker that polls the store by watermark (:class:`tui.feed.RunFeed`)
 and posts the update back with ``call_from_thread``; cursor moves load their
 data in another thread worker; commands (pause, resume, step, stop) are
-written from a worker too. Each worker thread uses its own
-:class:`store.reader.StoreReader` under a lock, since SQLite connections must
-not be used by two threads at once.
+written from a worker too. Polling, cursor moves and one-off queries (search,
+runs list) each have their own :class:`store.reader.StoreReader`, i.e. their
+own SQLite connection, so a slow search never delays a cursor move; each is
+opened lazily inside its worker (opening the file may run migrations).
 """
 
 from __future__ import annotations
@@ -26,9 +27,15 @@ from textual.worker import get_current_worker
 
 from store.control import send_command
 from store.reader import StoreReader
+from tui.advantages import AdvantagesScreen
 from tui.alerts import AlertThresholds
+from tui.dashboard import DashboardScreen
+from tui.dialogs import HelpScreen, QuitScreen, SearchScreen
 from tui.examples import ExampleIndex
 from tui.feed import FeedUpdate, RunFeed
+from tui.group_view import GroupScreen
+from tui.inspector import TrajectoryScreen
+from tui.runs import RunsScreen
 from tui.view import Cursor, NavScreen, View
 
 POLL_SECONDS = 0.25
@@ -42,7 +49,9 @@ MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "rewar
 
 
 class LockedReader:
-    """A StoreReader used by one thread at a time (``with locked as reader:``)."""
+    """A lazily opened StoreReader used by one worker at a time
+    (``with locked as reader:``); the lock also guards the caches that the
+    worker fills while holding it."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -136,6 +145,7 @@ class RolloutLabApp(App):
         self._polling = False
         self._poll_reader = LockedReader(self.db_path)
         self._view_reader = LockedReader(self.db_path)
+        self._query_reader = LockedReader(self.db_path)
         self.examples = ExampleIndex()
         self._groups_cache = LRU(64)
         self._group_cache = LRU(64)
@@ -145,8 +155,6 @@ class RolloutLabApp(App):
 
     def on_mount(self) -> None:
         """Spawn the engine if asked, show the dashboard, start polling."""
-        from tui.dashboard import DashboardScreen
-
         if self.engine_cmd:
             self.engine = self._spawn_engine(self.engine_cmd)
         self.push_screen(DashboardScreen())
@@ -312,8 +320,6 @@ class RolloutLabApp(App):
 
     @property
     def _advantages_open(self) -> bool:
-        from tui.advantages import AdvantagesScreen
-
         return any(isinstance(s, AdvantagesScreen) for s in self.screen_stack)
 
     def _show_view(self, view: View) -> None:
@@ -328,10 +334,6 @@ class RolloutLabApp(App):
 
     def action_open(self, which: str) -> None:
         """``g``/``t``/``a``: open the group view, trajectory inspector or advantages view."""
-        from tui.advantages import AdvantagesScreen
-        from tui.group_view import GroupScreen
-        from tui.inspector import TrajectoryScreen
-
         screens = {"group": GroupScreen, "trajectory": TrajectoryScreen, "advantages": AdvantagesScreen}
         if which not in screens:
             raise ValueError(f"unknown view {which!r}; expected one of {sorted(screens)}")
@@ -382,8 +384,6 @@ class RolloutLabApp(App):
 
     def action_quit_prompt(self) -> None:
         """``q``: quit; while the run is active, ask whether to stop it first."""
-        from tui.dialogs import QuitScreen
-
         if isinstance(self.screen, QuitScreen):
             return
         if (self.run_row or {}).get("status") not in ACTIVE_STATUSES:
@@ -402,38 +402,39 @@ class RolloutLabApp(App):
 
     def action_help(self) -> None:
         """``?``: the keys and what they do."""
-        from tui.dialogs import HelpScreen
-
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_runs(self) -> None:
         """``r``: the runs in the file, with compare."""
-        from tui.runs import RunsScreen
-
         if not isinstance(self.screen, RunsScreen):
             self.push_screen(RunsScreen())
 
     def action_search(self) -> None:
         """``/``: search trajectory text in this run."""
-        from tui.dialogs import SearchScreen
-
         if self.run_id is not None and not isinstance(self.screen, SearchScreen):
             self.push_screen(SearchScreen())
 
     def action_reward_editor(self) -> None:
-        """``e``: edit the run's reward functions (RewardEditorScreen)."""
-        try:
-            from tui.reward_editor import RewardEditorScreen
-        except ImportError as exc:
-            self.notify(f"the reward editor is not available: {exc}", severity="error")
-            return
-        reward_file = self._reward_file()
-        if reward_file is None:
+        """``e``: edit the run's reward functions (RewardEditorScreen), starting
+        from the version the run applies now (its latest stored version)."""
+        reward_file, run_id = self._reward_file(), self.run_id
+        if reward_file is None or run_id is None:
             self.notify("this run has no reward file recorded (config['reward_file'])",
                         severity="error")
             return
-        self.push_screen(RewardEditorScreen(reward_file, self.recent_groups, self._apply_rewards))
+        self.query(lambda reader: reader.reward_versions(run_id),
+                   lambda versions: self._open_editor(reward_file, versions))
+
+    def _open_editor(self, reward_file: Path, versions: list[dict]) -> None:
+        # Imported here: the editor pulls in the engine's rubric checker
+        # (numpy), which `rlab watch` should not pay for at start-up.
+        from tui.reward_editor import RewardEditorScreen
+
+        if not isinstance(self.screen, RewardEditorScreen):
+            applied = versions[-1]["source"] if versions else None
+            self.push_screen(RewardEditorScreen(reward_file, self.recent_groups,
+                                                self._apply_rewards, applied_source=applied))
 
     def _reward_file(self) -> Path | None:
         run = self.run_row or {}
@@ -472,7 +473,7 @@ class RolloutLabApp(App):
     @work(thread=True, group="query")
     def query(self, fn: Callable[[StoreReader], Any], done: Callable[[Any], None]) -> None:
         """Run ``fn(reader)`` in a worker thread and call ``done(result)`` on the UI thread."""
-        with self._view_reader as reader:
+        with self._query_reader as reader:
             result = fn(reader)
         self.call_from_thread(done, result)
 
