@@ -420,3 +420,12 @@ def test_token_shading_by_advantage_and_logprob():
     assert text.plain == "t0: left\nt1: right\n"
     assert [str(s.style) for s in text.spans if "dark" in str(s.style)] == ["on dark_red",
                                                                            "on dark_green"]
+
+
+async def test_unknown_run_id_is_reported_with_the_runs_in_the_file(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=42)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: any("no run with id 42" in n.message and "1 (demo)" in n.message
+                                       for n in app._notifications))
+        assert app.feed is None

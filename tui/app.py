@@ -136,6 +136,7 @@ class RolloutLabApp(App):
         self.engine_cmd = engine_cmd
         self.engine: subprocess.Popen | None = None
         self._engine_reported = False
+        self._missing_reported = False
         self.thresholds = thresholds
         self.feed: RunFeed | None = None
         self.run_row: dict | None = None
@@ -220,8 +221,17 @@ class RolloutLabApp(App):
             return AlertThresholds()
 
     def _find_run(self, reader: StoreReader) -> int | None:
+        """Worker thread: the id of the run to watch, None while it does not exist."""
         if self.run_id is not None:
-            return self.run_id
+            if reader.run(self.run_id) is not None:
+                return self.run_id
+            if not self._missing_reported:
+                self._missing_reported = True
+                names = ", ".join(f"{r['id']} ({r['name']})" for r in reader.runs()) or "none"
+                self.call_from_thread(self.notify, f"no run with id {self.run_id} in "
+                                      f"{self.db_path}; its runs: {names}. Press r to pick one.",
+                                      severity="error", timeout=30)
+            return None
         if self.run_name is not None:
             run = reader.run_by_name(self.run_name)
             return run["id"] if run else None
