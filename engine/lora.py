@@ -255,8 +255,9 @@ def load_checkpoint(directory: str | Path, model, optimizer: torch.optim.Optimiz
     so a checkpoint written on CPU resumes on GPU and back.
 
     Raises:
-        CheckpointError: the directory is missing a file, or holds a full
-            model where a LoRA one is expected (or the reverse).
+        CheckpointError: the directory is missing a file, holds a full model
+            where a LoRA one is expected (or the reverse), or its optimizer
+            state is for other parameters (other LoRA settings).
     """
     directory = Path(directory)
     for name in (OPTIMIZER_FILE, STATE_FILE):
@@ -264,7 +265,13 @@ def load_checkpoint(directory: str | Path, model, optimizer: torch.optim.Optimiz
             raise CheckpointError(f"{directory} is not a complete checkpoint: {name} is missing")
     _load_weights(directory, model)
     device = next(model.parameters()).device
-    optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=device, weights_only=True))
+    try:
+        optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=device, weights_only=True))
+    except ValueError as err:
+        raise CheckpointError(
+            f"the optimizer state in {directory} does not fit this optimizer ({err}); "
+            "resume with the same model, LoRA settings and trainer"
+        ) from err
     state = torch.load(directory / STATE_FILE, map_location="cpu", weights_only=True)
     _set_global_rng(state["global_rng"])
     return Resumed(step=int(state["step"]), rng_state=state["rng_state"])
@@ -278,9 +285,14 @@ def _load_weights(directory: Path, model) -> None:
                 f"{directory} holds no LoRA adapter (it was saved without LoRA); resume with the same --lora-rank"
             )
         weights = load_peft_weights(str(directory / ADAPTER_DIR), device=str(device))
-        result = set_peft_model_state_dict(model, weights)
-        if result.unexpected_keys:
-            raise CheckpointError(f"adapter in {directory} does not fit the model: {result.unexpected_keys[:3]}")
+        misfit = (f"the adapter in {directory} does not fit the model; resume with the same base model, "
+                  "--lora-rank and --lora-targets")
+        try:
+            result = set_peft_model_state_dict(model, weights)
+        except RuntimeError as err:  # shape mismatch: another rank
+            raise CheckpointError(f"{misfit} ({err})") from err
+        if result.unexpected_keys:  # other target modules
+            raise CheckpointError(f"{misfit} (unexpected: {result.unexpected_keys[:2]})")
         return
     if not (directory / MODEL_DIR).is_dir():
         raise CheckpointError(f"{directory} holds a LoRA adapter; resume with LoRA on (--lora-rank > 0)")

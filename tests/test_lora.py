@@ -202,6 +202,13 @@ def test_checkpoint_kind_mismatch_and_missing_files_are_clear_errors(tmp_path):
     plain = qwen2()
     with pytest.raises(CheckpointError, match="resume with LoRA on"):
         load_checkpoint(tmp_path / "lora", plain, torch.optim.AdamW(plain.parameters()))
+    for other in (LoraSettings(rank=4, target_modules=["q_proj"]), LoraSettings(rank=8)):
+        model = apply_lora(qwen2(), other)
+        with pytest.raises(CheckpointError, match="does not fit the model.*--lora-rank"):
+            load_checkpoint(tmp_path / "lora", model, torch.optim.AdamW(model.parameters()))
+    same = apply_lora(qwen2(), SETTINGS)  # optimizer over all parameters, saved over the adapter's only
+    with pytest.raises(CheckpointError, match="optimizer state .* does not fit"):
+        load_checkpoint(tmp_path / "lora", same, torch.optim.AdamW(same.parameters()))
     with pytest.raises(CheckpointError, match="optimizer.pt is missing"):
         load_checkpoint(tmp_path / "nowhere", plain, torch.optim.AdamW(plain.parameters()))
     assert is_lora(lora) and not is_lora(plain)
@@ -209,3 +216,65 @@ def test_checkpoint_kind_mismatch_and_missing_files_are_clear_errors(tmp_path):
 
 def _adam_moments(optimizer: torch.optim.Optimizer) -> list[float]:
     return [float(s["exp_avg"].abs().sum() + s["exp_avg_sq"].abs().sum()) for s in optimizer.state.values()]
+
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def chatml_model_dir(path):
+    """A local model directory shaped like Qwen2.5-Instruct: Qwen2 weights, a byte-level
+    BPE tokenizer (trained here on a few sentences), ChatML template, <|im_end|> as EOS.
+
+    transformers loads its tokenizer as ``Qwen2Tokenizer`` (from config.json's
+    model type), as it does for a real Qwen directory.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator(["system user assistant Be brief. What is 2+2? The answer is 4.\n"] * 5, trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tok.chat_template = CHATML
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_a_chat_model_directory_trains_with_lora_and_resumes(tmp_path):
+    """--model PATH end to end on CPU: chat-template prompt, sample, LoRA update, checkpoint, resume."""
+    from engine.policy import Policy
+
+    policy = Policy.load(chatml_model_dir(tmp_path / "model"), device="cpu")
+    prompt = policy.render([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])
+    tok = policy.tokenizer
+    assert tok.decode(prompt) == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n" \
+                                 "<|im_start|>assistant\n"
+    assert prompt.count(tok.convert_tokens_to_ids("<|im_start|>")) == 3  # specials are single tokens
+
+    policy.model = apply_lora(policy.model, SETTINGS)
+    samples = policy.sample([prompt] * 4, max_new_tokens=6, temperature=1.0)
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(lr=1e-2, beta=0.1))
+    batch = [TrainSample(prompt, s.token_ids, s.logprobs, a) for s, a in zip(samples, (1.0, -1.0, 0.5, -0.5))]
+    metrics = trainer.step(batch)
+    assert metrics["trained_samples"] == 4 and metrics["loss"] == metrics["loss"]
+    save_checkpoint(tmp_path / "ck", policy.model, trainer.optimizer, step=1)
+
+    again = Policy.load(tmp_path / "model", device="cpu")
+    again.model = apply_lora(again.model, SETTINGS)
+    optimizer = Trainer(again.model, again.pad_id, TrainConfig(lr=1e-2, beta=0.1)).optimizer
+    assert load_checkpoint(tmp_path / "ck", again.model, optimizer).step == 1
+    ids = torch.tensor([prompt])
+    assert torch.allclose(logits(again.model, ids), logits(policy.model, ids), atol=1e-6)
