@@ -266,7 +266,8 @@ def load_checkpoint(directory: str | Path, model, optimizer: torch.optim.Optimiz
     _load_weights(directory, model)
     device = next(model.parameters()).device
     try:
-        optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=device, weights_only=True))
+        state = torch.load(directory / OPTIMIZER_FILE, map_location=device, weights_only=True)
+        optimizer.load_state_dict(state)
     except ValueError as err:
         raise CheckpointError(
             f"the optimizer state in {directory} does not fit this optimizer ({err}); "
@@ -282,7 +283,8 @@ def _load_weights(directory: Path, model) -> None:
     if is_lora(model):
         if not (directory / ADAPTER_DIR).is_dir():
             raise CheckpointError(
-                f"{directory} holds no LoRA adapter (it was saved without LoRA); resume with the same --lora-rank"
+                f"{directory} holds no LoRA adapter (it was saved without LoRA); "
+                "resume with the same --lora-rank"
             )
         weights = load_peft_weights(str(directory / ADAPTER_DIR), device=str(device))
         misfit = (f"the adapter in {directory} does not fit the model; resume with the same base model, "

@@ -106,7 +106,9 @@ class VLLMBackend:
         page = self._call("list the models", self._client.models.list)
         return [m.model_dump() for m in page.data]
 
-    def sample(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0) -> list[Sample]:
+    def sample(
+        self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0
+    ) -> list[Sample]:
         """Sample one completion per prompt from the current policy (same contract as ``Policy.sample``).
 
         Args:
@@ -209,7 +211,7 @@ class VLLMBackend:
         if self.base_model is None:
             bases = [m["id"] for m in self.served_models() if not m.get("parent")]
             if not bases:
-                raise VLLMError(f"the server at {self.base_url} lists no base model; check `vllm serve MODEL`")
+                raise VLLMError(f"the server at {self.base_url} lists no base model; check `vllm serve`")
             self.base_model = bases[0]
         return self.base_model
 
@@ -239,7 +241,8 @@ class VLLMBackend:
         except openai.NotFoundError as err:
             raise VLLMError(
                 f"vLLM could not {what}: {_message(err)}; the model name must be one the server lists "
-                f"(GET {self.base_url}/models), e.g. the path given to `vllm serve` or its --served-model-name"
+                f"(GET {self.base_url}/models), e.g. the path given to `vllm serve` "
+                "or its --served-model-name"
             ) from err
         except (openai.APIStatusError, openai.APIConnectionError) as err:
             raise _wrap(err, what, self.base_url) from err
@@ -287,7 +290,8 @@ def _to_sample(choice) -> Sample:
                 "--return-tokens-as-token-ids"
             )
         ids.append(int(token[len(TOKEN_ID_PREFIX):]))
-    return Sample(ids, choice.text, [float(x) for x in logprobs.token_logprobs], choice.finish_reason == "length")
+    token_logprobs = [float(x) for x in logprobs.token_logprobs]
+    return Sample(ids, choice.text, token_logprobs, choice.finish_reason == "length")
 
 
 def _is_missing_route(err: openai.NotFoundError) -> bool:
@@ -311,4 +315,6 @@ def _wrap(err: Exception, what: str, base_url: str) -> VLLMError:
             "`vllm serve MODEL --enable-lora` and pass its URL with --vllm-url"
         )
     status = getattr(err, "status_code", "?")
-    return VLLMError(f"vLLM failed to {what} (HTTP {status}, after retries): {_message(err)}; see the server's log")
+    return VLLMError(
+        f"vLLM failed to {what} (HTTP {status}, after retries): {_message(err)}; see the server's log"
+    )

@@ -104,7 +104,8 @@ def test_trainer_step_on_a_lora_model_moves_only_the_adapter():
     model = apply_lora(qwen2(), SETTINGS)
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
     trainer = Trainer(model, pad_id=0, config=TrainConfig(lr=1e-2, beta=0.0))
-    sample = TrainSample(prompt_ids=[5, 6, 7], completion_ids=[8, 9], old_logprobs=[-4.0, -4.0], advantage=1.0)
+    sample = TrainSample(prompt_ids=[5, 6, 7], completion_ids=[8, 9], old_logprobs=[-4.0, -4.0],
+                         advantage=1.0)
     metrics = trainer.step([sample, TrainSample([5, 6], [10], [-4.0], -1.0)])
     assert metrics["trained_samples"] == 2 and metrics["grad_norm"] > 0
     assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
@@ -260,8 +261,9 @@ def test_a_chat_model_directory_trains_with_lora_and_resumes(tmp_path):
     policy = Policy.load(chatml_model_dir(tmp_path / "model"), device="cpu")
     prompt = policy.render([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])
     tok = policy.tokenizer
-    assert tok.decode(prompt) == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n" \
-                                 "<|im_start|>assistant\n"
+    assert tok.decode(prompt) == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert prompt.count(tok.convert_tokens_to_ids("<|im_start|>")) == 3  # specials are single tokens
 
     policy.model = apply_lora(policy.model, SETTINGS)

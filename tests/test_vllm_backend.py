@@ -148,7 +148,8 @@ def test_server_errors_are_retried_then_reported(server):
         (b"{not json", "not JSON"),
         (b'{"choices": 3}', "malformed"),
         (b'{"choices": []}', "0 choices for 1 prompts"),
-        (b'{"choices": [{"index": 0, "text": "x", "finish_reason": "stop"}]}', "without token log-probabilities"),
+        (b'{"choices": [{"index": 0, "text": "x", "finish_reason": "stop"}]}',
+         "without token log-probabilities"),
         (b'{"choices": [{"index": 0, "text": "x", "finish_reason": "stop", '
          b'"logprobs": {"tokens": ["x"], "token_logprobs": [-1.0]}}]}', "ignored return_tokens_as_token_ids"),
         (b'{"choices": [{"index": 0, "text": "x", "finish_reason": "stop", '

@@ -111,7 +111,8 @@ class VLLMServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        serve = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        serve.start()
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
         return self
 
@@ -137,7 +138,8 @@ class VLLMServer:
 
     def _models(self) -> dict:
         cards = [{"id": self.base_model, "object": "model", "root": self.base_model, "parent": None}]
-        cards += [{"id": n, "object": "model", "root": p, "parent": self.base_model} for n, p in self.adapters.items()]
+        cards += [{"id": n, "object": "model", "root": p, "parent": self.base_model}
+                  for n, p in self.adapters.items()]
         return {"object": "list", "data": cards}
 
     def _complete(self, body: dict) -> tuple[int, dict]:
@@ -159,7 +161,8 @@ class VLLMServer:
         n_in = sum(len(p) for p in prompts)
         return 200, {"id": f"cmpl-{request_no}", "object": "text_completion", "created": 0, "model": model,
                      "choices": sent,
-                     "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
+                     "usage": {"prompt_tokens": n_in, "completion_tokens": n_out,
+                               "total_tokens": n_in + n_out}}
 
     def _choice(self, index: int, model: str, prompt: list[int], max_tokens: int, request_no: int,
                 body: dict) -> dict:
