@@ -59,7 +59,9 @@ class VLLMBackend:
         render: ``messages -> prompt token ids`` (``Policy.render``), so the
             backend can stand in wherever a policy is expected.
         api_key: sent as the bearer token (vLLM's ``--api-key``).
-        timeout_s: per-request time-out, seconds.
+        timeout_s: per-request time-out, seconds; one request carries a
+            whole batch of rollouts, so leave room for the longest (a
+            request that times out is retried from scratch).
         max_retries: retries of connection errors, 408/409/429 and 5xx
             answers (the ``openai`` client's back-off).
     """
@@ -71,7 +73,7 @@ class VLLMBackend:
         *,
         render: Callable[[list[dict]], list[int]] | None = None,
         api_key: str = "EMPTY",
-        timeout_s: float = 60.0,
+        timeout_s: float = 600.0,
         max_retries: int = 3,
     ) -> None:
         self.base_url = base_url
@@ -118,6 +120,9 @@ class VLLMBackend:
                 repetition penalty are switched off explicitly, because vLLM
                 otherwise applies the model's ``generation_config.json``.
 
+        If the server no longer knows the current adapter (it was restarted),
+        the adapter is loaded again from its directory and the request retried once.
+
         Returns:
             B :class:`Sample` s in prompt order: the sampled token ids (EOS
             included when the server stopped on it), the text, the server's
@@ -133,10 +138,7 @@ class VLLMBackend:
             raise ValueError("sample needs at least one prompt and no empty prompt")
         if max_new_tokens <= 0:
             raise ValueError(f"max_new_tokens must be > 0, got {max_new_tokens}")
-        completion = self._call(
-            "sample completions",
-            self._client.completions.create,
-            model=self.current_model,
+        request = dict(
             prompt=[list(p) for p in prompt_ids],
             n=1,
             max_tokens=max_new_tokens,
@@ -145,6 +147,14 @@ class VLLMBackend:
             logprobs=1,
             extra_body={"return_tokens_as_token_ids": True, "top_k": -1, "repetition_penalty": 1.0},
         )
+        create = self._client.completions.create
+        try:
+            completion = self._call("sample completions", create, model=self.current_model, **request)
+        except _ModelNotFound:
+            if self.adapter is None:
+                raise
+            self.load_adapter(self.adapter, self._adapter_path)
+            completion = self._call("sample completions", create, model=self.current_model, **request)
         return parse_completion(completion, len(prompt_ids))
 
     def load_adapter(self, name: str, path: str | Path) -> None:
@@ -239,7 +249,7 @@ class VLLMBackend:
         try:
             return fn(**kwargs)
         except openai.NotFoundError as err:
-            raise VLLMError(
+            raise _ModelNotFound(
                 f"vLLM could not {what}: {_message(err)}; the model name must be one the server lists "
                 f"(GET {self.base_url}/models), e.g. the path given to `vllm serve` "
                 "or its --served-model-name"
@@ -252,6 +262,10 @@ class VLLMBackend:
 
 class _AdapterNotFound(VLLMError):
     """The server holds no adapter of that name, or none at that path."""
+
+
+class _ModelNotFound(VLLMError):
+    """The server serves no model of the requested name."""
 
 
 def parse_completion(completion, n_prompts: int) -> list[Sample]:

@@ -98,6 +98,27 @@ def test_one_rl_step_through_the_backend_trains_on_the_servers_logprobs(server, 
     assert server.model_requests()[-1] == "rlab-step-1"
 
 
+def test_a_failed_sync_keeps_the_previous_adapter(server, tmp_path):
+    model = lora_model()
+    backend = backend_for(server)
+    backend.sync_policy(model, 1, tmp_path)
+    server.fail_next("/v1/load_lora_adapter", Failure(500, "out of memory"))
+    with pytest.raises(VLLMError, match="HTTP 500.*out of memory"):
+        backend.sync_policy(model, 2, tmp_path)
+    backend.sample([[5]], max_new_tokens=2)
+    assert server.model_requests() == ["rlab-step-1"]
+    assert (tmp_path / "step-1" / "adapter_config.json").is_file()
+
+
+def test_a_restarted_server_gets_the_current_adapter_again(server, tmp_path):
+    backend = backend_for(server)
+    backend.sync_policy(lora_model(), 4, tmp_path)
+    server.adapters.clear()  # what a restart of `vllm serve` does to runtime-loaded adapters
+    assert len(backend.sample([[5], [6]], max_new_tokens=2)) == 2
+    assert server.model_requests() == ["rlab-step-4", "rlab-step-4"]  # refused, then answered
+    assert server.adapters == {"rlab-step-4": str((tmp_path / "step-4").resolve())}
+
+
 def test_runtime_lora_off_is_a_clear_error_and_keeps_the_base_model(tmp_path):
     with VLLMServer(runtime_lora=False) as srv:
         backend = backend_for(srv)
