@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.utils import load_peft_weights, set_peft_model_state_dict
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from transformers import AutoModelForCausalLM
 
 #: Files inside a checkpoint directory.
@@ -46,13 +46,14 @@ class LoraSettings(BaseModel):
     """LoRA hyper-parameters (peft ``LoraConfig`` fields of the same meaning).
 
     rank: r, the adapter's inner dimension (> 0). alpha: ``lora_alpha``; the
-    update is scaled by alpha / rank (Hu et al. 2021, section 4.1).
+    update is scaled by alpha / rank (Hu et al. 2021, section 4.1); left out,
+    it is 2 x rank (scale 2 at any rank).
     dropout: dropout on the adapter's input, in [0, 1). target_modules: names
     of the linear layers to adapt (suffixes of module names, e.g. ``q_proj``).
     """
 
     rank: int = Field(16, gt=0)
-    alpha: float = Field(32, gt=0)
+    alpha: float | None = Field(None, gt=0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1
@@ -64,6 +65,12 @@ class LoraSettings(BaseModel):
         if any(not n.strip() for n in names):
             raise ValueError("target_modules holds an empty name; give layer names like q_proj,v_proj")
         return names
+
+    @model_validator(mode="after")
+    def _default_alpha(self) -> "LoraSettings":
+        if self.alpha is None:
+            self.alpha = 2.0 * self.rank
+        return self
 
 
 def apply_lora(model, settings: LoraSettings) -> PeftModel:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -75,6 +76,8 @@ def test_settings_reject_bad_values():
     with pytest.raises(ValidationError, match="empty name"):
         LoraSettings(target_modules=["q_proj", " "])
     assert LoraSettings().target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
+    alphas = (LoraSettings().alpha, LoraSettings(rank=8).alpha, LoraSettings(rank=8, alpha=4).alpha)
+    assert alphas == (32, 16, 4)  # 2 x rank unless given
 
 
 def test_unknown_target_module_names_the_real_layers():
@@ -124,6 +127,9 @@ def test_save_adapter_writes_only_the_adapter(tmp_path):
     save_adapter(model, tmp_path / "a")
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["README.md", "adapter_config.json",
                                                                   "adapter_model.safetensors"]
+    config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"], sorted(config["target_modules"])) == (
+        4, 8, ["k_proj", "o_proj", "q_proj", "v_proj"])
 
 
 def test_training_options_on_cpu_give_no_autocast_and_same_gradients_with_checkpointing():
