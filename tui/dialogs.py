@@ -22,11 +22,13 @@ HELP = """\
 | `t` | trajectory inspector: turns, details, tokens shaded by advantage |
 | `a` | advantages view: per-turn GiGPO advantages and anchor groups |
 | `s` | (group / advantages view) change the sort |
+| `v` | (group view, after a reward edit) the group's ranking under two reward versions |
 | `l` | (trajectory inspector) shade tokens by advantage or by logprob |
 | `/` | search trajectory text in this run |
-| `r` | runs in the file; compare two runs' reward curves |
+| `r` | runs in the file (`enter` watch, `m` mark, `c` compare reward curves and manifests) |
 | `e` | edit the reward functions of the run |
 | `tab` | focus a table (arrows then move inside it, `enter` opens, `escape` leaves) |
+| `enter` | (advantages view, table focused) highlight the row's anchor group |
 | `escape` | back |
 | `?` | this help |
 | `q` | quit (asks whether to stop the run or leave it running) |
