@@ -429,3 +429,16 @@ async def test_unknown_run_id_is_reported_with_the_runs_in_the_file(db):
         await until(pilot, lambda: any("no run with id 42" in n.message and "1 (demo)" in n.message
                                        for n in app._notifications))
         assert app.feed is None
+
+
+async def test_new_engine_errors_are_announced_but_not_old_ones(db):
+    path, ids = db
+    with StoreWriter(path) as writer:
+        writer.write_event(ids["demo"], "error", {"error": "old failure"}, step=2)
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        with StoreWriter(path) as writer:
+            writer.write_event(ids["demo"], "error", {"reward_edit_rejected": "line 3: boom"}, step=7)
+        await until(pilot, lambda: any("line 3: boom" in n.message for n in app._notifications))
+        assert not any("old failure" in n.message for n in app._notifications)

@@ -43,6 +43,10 @@ POLL_SECONDS = 0.25
 
 ACTIVE_STATUSES = ("running", "paused")
 
+NOTIFY_EVENTS = {"error": ("error", "engine error"), "judge_failed": ("warning", "judge failed"),
+                 "reward_edit": ("information", "reward functions changed")}
+"""Event kinds shown as a toast when they arrive: kind -> (severity, label)."""
+
 MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "reward_editor", "help",
                            "open", "move_step", "move_group", "move_traj"})
 """App actions that a dialog on top (quit, help, search) switches off."""
@@ -253,9 +257,20 @@ class RolloutLabApp(App):
         for screen in self.screen_stack:
             if hasattr(screen, "apply_update") and screen.is_mounted:
                 screen.apply_update(update, self.feed)
+        if previous is not None:  # not the history read on attaching: that would be a flood
+            self._announce(update.events)
         if self.cursor.step is None and update.steps:
             self.cursor.step = update.steps[-1]["step"]
             self.load_view()
+
+    def _announce(self, events: list[dict]) -> None:
+        """Toast the engine's new errors, failed judge calls and reward edits."""
+        for ev in events:
+            if ev["kind"] in NOTIFY_EVENTS:
+                severity, label = NOTIFY_EVENTS[ev["kind"]]
+                detail = "; ".join(f"{k}: {v}" for k, v in (ev.get("payload") or {}).items())
+                self.notify(f"step {ev.get('step')}: {label}" + (f" ({detail})" if detail else ""),
+                            severity=severity, timeout=10)
 
     # ---- the cursor -----------------------------------------------------------
 
