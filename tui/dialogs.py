@@ -60,6 +60,7 @@ class QuitScreen(ModalScreen[str]):
         yield Footer(compact=True)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
+        """A button: dismiss with its id (``stop``, ``leave`` or ``cancel``)."""
         self.dismiss(event.button.id)
 
     def action_choose(self, choice: str) -> None:
@@ -101,6 +102,7 @@ class SearchScreen(ModalScreen[None]):
         self._rows: dict[str, dict] = {}
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the box: search in a worker, show the matches when they come."""
         text = event.value.strip()
         if not text:
             return
@@ -119,6 +121,7 @@ class SearchScreen(ModalScreen[None]):
             table.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a match: move the cursor to it and open the trajectory inspector."""
         row = self._rows[event.row_key.value]
         self.app.pop_screen()
         self.app.go_to(row["step"], group_id=row["group_id"], traj_id=row["id"])
