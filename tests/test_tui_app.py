@@ -61,7 +61,7 @@ async def test_dashboard_shows_run_header_and_tables(db):
         await until(pilot, lambda: app.screen.query_one("#alerts", DataTable).row_count > 0
                     and app.screen.query_one("#groups", DataTable).row_count > 0)
         assert app.screen.title == "demo"
-        assert app.screen.sub_title == "arithmetic · step 7 · RUNNING · 0.50 steps/s"
+        assert app.screen.sub_title == "arithmetic · step 7 · RUNNING · - steps/s"  # no new steps yet
         assert app.screen.query_one("#groups", DataTable).row_count == 16
         assert app.screen.query_one("#rollouts", DataTable).row_count == 20
         alerts = app.screen.query_one("#alerts", DataTable)
@@ -442,3 +442,22 @@ async def test_new_engine_errors_are_announced_but_not_old_ones(db):
             writer.write_event(ids["demo"], "error", {"reward_edit_rejected": "line 3: boom"}, step=7)
         await until(pilot, lambda: any("line 3: boom" in n.message for n in app._notifications))
         assert not any("old failure" in n.message for n in app._notifications)
+
+
+async def test_cursor_leaves_a_step_without_groups_when_data_arrives(tmp_path):
+    """The engine writes an eval-only row for step 0 before any group exists."""
+    from fixtures.smalldb import _single_turn_group
+
+    path = tmp_path / "run.db"
+    with StoreWriter(path) as writer:
+        run_id = writer.start_run("fresh", "arithmetic", {}, {})
+        writer.write_step(run_id, 0, {"eval/pass_at_1": 0.1})
+    app = RolloutLabApp(path, run_id=run_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.view is not None)
+        assert app.view.group is None and app.view.cursor.step == 0
+        with StoreWriter(path) as writer:
+            writer.write_groups(run_id, 1, [_single_turn_group(1, 0, 1)])
+            writer.write_step(run_id, 1, {"reward": 0.5})
+        await until(pilot, lambda: app.view.group is not None)
+        assert app.view.cursor.step == 1

@@ -45,3 +45,20 @@ def test_step_ticks_are_whole_steps():
 
     assert step_ticks(0, 7.2) == [0, 1, 3, 5, 7]
     assert step_ticks(3, 3) == [3]
+
+
+def test_steps_per_second_from_arrivals(tmp_path):
+    from fixtures.smalldb import build_small_db
+    from store.reader import StoreReader
+    from tui.feed import RunFeed
+
+    path = tmp_path / "run.db"
+    ids = build_small_db(path)
+    with StoreReader(path) as reader:
+        feed = RunFeed(reader, ids["demo"])
+        feed.arrivals.extend([(100.0, 7), (102.0, 8), (104.0, 10)])
+        assert feed.steps_per_second(now=105.0) == pytest.approx(0.75)  # 3 steps in 4 s
+        assert feed.steps_per_second(window=2.0, now=105.0) is None  # one arrival in the window
+        feed.arrivals.clear()
+        feed.poll()  # the history read on attaching: a baseline, not a rate
+        assert len(feed.arrivals) == 1 and feed.steps_per_second() is None

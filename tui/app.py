@@ -80,13 +80,16 @@ class LRU(OrderedDict):
         self.maxsize = maxsize
 
     def fetch(self, key: Any, load: Callable[[], Any]) -> Any:
-        """The cached value of ``key``, loading (and caching) it on a miss."""
+        """The cached value of ``key``, loading it on a miss. Empty results
+        (None, []) are not cached: the engine may not have written them yet."""
         if key in self:
             self.move_to_end(key)
             return self[key]
-        value = self[key] = load()
-        if len(self) > self.maxsize:
-            self.popitem(last=False)
+        value = load()
+        if value:
+            self[key] = value
+            if len(self) > self.maxsize:
+                self.popitem(last=False)
         return value
 
 
@@ -259,8 +262,11 @@ class RolloutLabApp(App):
                 screen.apply_update(update, self.feed)
         if previous is not None:  # not the history read on attaching: that would be a flood
             self._announce(update.events)
-        if self.cursor.step is None and update.steps:
-            self.cursor.step = update.steps[-1]["step"]
+        nothing_shown = self.cursor.step is None or (self.view is not None and self.view.group is None)
+        if nothing_shown and update.steps:
+            # First data, or the cursor sits on a step with no groups (e.g. the
+            # engine's step-0 evaluation row): go to the newest step.
+            self.cursor = Cursor(update.steps[-1]["step"])
             self.load_view()
 
     def _announce(self, events: list[dict]) -> None:
@@ -514,9 +520,6 @@ class RolloutLabApp(App):
 
     @property
     def steps_per_second(self) -> float | None:
-        """1 / ``step_seconds`` of the newest step (steps/s), None if unknown."""
-        if self.feed is None or self.feed.series.last is None:
-            return None
-        seconds = self.feed.series.last.get("step_seconds")
-        return 1.0 / seconds if seconds else None
+        """Steps per second as they arrive (see :meth:`RunFeed.steps_per_second`)."""
+        return self.feed.steps_per_second() if self.feed is not None else None
 

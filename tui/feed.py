@@ -12,6 +12,7 @@ small one). Everything it keeps is bounded: the step series decimates
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -24,6 +25,9 @@ PLOT_METRICS = (
     "frac_reward_zero_std", "kl", "clip_ratio", "completions/mean_length", "entropy",
 )
 """Step metrics (TRL names) kept for the dashboard plots."""
+
+RATE_WINDOW_SECONDS = 30.0
+"""Steps/s in the header is measured over this many seconds of arrivals."""
 
 MARK_EVENTS = ("reward_edit", "pause")
 """Event kinds marked on the plots' time axis."""
@@ -111,6 +115,7 @@ class RunFeed:
         self.marks: deque[dict] = deque(maxlen=500)
         self.backfill_steps = backfill_steps
         self.last_step = -1
+        self.arrivals: deque[tuple[float, int]] = deque(maxlen=64)  # (monotonic s, last step)
         self.last_event_id = 0
         self.last_rollout_rowid = 0
         self.run: dict | None = None
@@ -142,8 +147,21 @@ class RunFeed:
                     update.groups.extend(groups_with_completions(reader, run_id, row["step"]))
         return update
 
+    def steps_per_second(self, window: float = RATE_WINDOW_SECONDS, now: float | None = None) -> float | None:
+        """Steps per second over the last ``window`` seconds of arrivals, as
+        this feed saw new steps (wall clock, so it includes generation,
+        scoring, training and evaluation); None with fewer than two arrivals
+        in the window (a finished or paused run, or just attached)."""
+        now = time.monotonic() if now is None else now
+        recent = [(t, s) for t, s in self.arrivals if now - t <= window]
+        if len(recent) < 2 or recent[-1][0] <= recent[0][0]:
+            return None
+        return (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
+
     def _fold(self, update: FeedUpdate) -> None:
         """Fold a read into the bounded caches and run the alert watch."""
+        if update.steps:  # the history read on attaching is the baseline of the rate
+            self.arrivals.append((time.monotonic(), update.steps[-1]["step"]))
         self.run = update.run
         for ev in update.events:
             self.last_event_id = max(self.last_event_id, ev["id"])
