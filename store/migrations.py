@@ -200,5 +200,11 @@ V4 = [
     "CREATE INDEX turns_run_step ON turns(run_id, step)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4]
+V5 = [
+    # The whole dataset example (JSON), so a reward edit can be dry-run on
+    # stored groups: rubrics read fields such as ``answer``.
+    "ALTER TABLE \"groups\" ADD COLUMN example TEXT",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5]
 SCHEMA_VERSION = len(MIGRATIONS)

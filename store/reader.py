@@ -211,7 +211,7 @@ class StoreReader:
         with self._snapshot() as conn:
             groups = fetch_dicts(conn.execute(
                 'SELECT * FROM "groups" WHERE run_id = ? AND step = ? AND superseded = 0 '
-                "ORDER BY idx, id", [run_id, step]))
+                "ORDER BY idx, id", [run_id, step]), ("example",))
             if not groups:
                 return []
             by_id = {group["id"]: {**group, "trajectories": []} for group in groups}
@@ -227,7 +227,8 @@ class StoreReader:
         """The group row with ``trajectories``: its full trajectory rows
         (messages, components and details decoded), in index order."""
         with self._snapshot() as conn:
-            group = fetch_dict(conn.execute('SELECT * FROM "groups" WHERE id = ?', [group_id]))
+            group = fetch_dict(conn.execute('SELECT * FROM "groups" WHERE id = ?', [group_id]),
+                               ("example",))
             if group is None:
                 return None
             group["trajectories"] = fetch_dicts(conn.execute(
@@ -240,9 +241,9 @@ class StoreReader:
         ``judge_status`` and ``turns`` (multi-step; ``[]`` otherwise)."""
         with self._snapshot() as conn:
             row = fetch_dict(conn.execute(
-                "SELECT t.*, g.prompt, g.example_id, g.judge_status, g.initial_state_key "
+                "SELECT t.*, g.prompt, g.example_id, g.example, g.judge_status, g.initial_state_key "
                 'FROM trajectories t JOIN "groups" g ON g.id = t.group_id WHERE t.id = ?',
-                [trajectory_id]), _TRAJECTORY_JSON)
+                [trajectory_id]), _TRAJECTORY_JSON + ("example",))
             if row is None:
                 return None
             row["turns"] = fetch_dicts(conn.execute(

@@ -103,6 +103,7 @@ class GroupRecord:
         initial_state_key: multi-step: the shared initial state (``str()``-ed).
         judge_status: ``None`` (no judge), ``"ok"`` or ``"failed"``.
         judge_error: the judge's error message when it failed.
+        example: the whole dataset example (JSON-serialisable), for re-scoring.
     """
 
     index: int
@@ -112,6 +113,7 @@ class GroupRecord:
     initial_state_key: Any = None
     judge_status: str | None = None
     judge_error: str | None = None
+    example: dict | None = None
 
 
 STEP_METRIC_COLUMNS = {

@@ -25,7 +25,7 @@ from store.secrets import scrub, scrub_text
 
 _INSERT_GROUP = (
     'INSERT INTO "groups" (run_id, step, idx, example_id, prompt, initial_state_key, '
-    "judge_status, judge_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "judge_status, judge_error, example) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_TRAJECTORY = (
     "INSERT INTO trajectories (group_id, run_id, step, idx, messages, completion, "
@@ -216,6 +216,7 @@ class StoreWriter:
         group_id = conn.execute(_INSERT_GROUP, (
             run_id, step, group.index, group.example_id, group.prompt,
             _state_key(group.initial_state_key), group.judge_status, group.judge_error,
+            None if group.example is None else dumps(group.example, "example"),
         )).lastrowid
         rows = [self._trajectory_row(run_id, step, group_id, t) for t in group.trajectories]
         if not any(t.turns for t in group.trajectories):

@@ -1,0 +1,188 @@
+"""The policy-gradient update shared by GRPO and GiGPO.
+
+Loss (per completion token t of sample i, advantage A_i, ratio
+rho = exp(logp - logp_old)), from PPO (Schulman et al. 2017, eq. 7) as used
+by GRPO (Shao et al. 2024, arXiv 2402.03300, eq. 3):
+
+    L = -mean_tokens[ min(rho * A_i, clip(rho, 1 - eps, 1 + eps) * A_i) ]
+        + beta * mean_tokens[ k3 ]
+
+with the k3 estimator of KL(pi || pi_ref) (Schulman 2020, "Approximating KL
+divergence"): k3 = exp(logp_ref - logp) - (logp_ref - logp) - 1. The mean is
+over all trained tokens of the batch (token-level normalisation, as DAPO,
+arXiv 2503.14476, section 3.3, and TRL's ``loss_type="dapo"``).
+
+Samples whose advantage is exactly 0 carry no policy-gradient signal; when
+``beta`` is 0 they are left out of the forward/backward pass entirely (they
+would add nothing but cost), and the token mean runs over the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+
+from engine.lora import is_lora, reference_mode
+from engine.types import TrainSample
+
+
+@dataclass
+class TrainConfig:
+    """Optimiser and loss settings.
+
+    lr: AdamW learning rate. clip_eps: PPO clip epsilon. beta: KL penalty
+    weight (0 disables the reference model). max_grad_norm: gradient clipping
+    (L2). temperature: the sampling temperature; log-probabilities are taken
+    of logits / temperature so the ratio compares like with like.
+    """
+
+    lr: float = 2e-3
+    clip_eps: float = 0.2
+    beta: float = 0.0
+    max_grad_norm: float = 1.0
+    temperature: float = 1.0
+    weight_decay: float = 0.0
+
+
+class Trainer:
+    """One clipped policy-gradient update per call of :meth:`step`.
+
+    Args:
+        model: the policy's ``transformers`` causal LM (trained in place).
+        pad_id: the tokenizer's pad token id.
+        config: :class:`TrainConfig`.
+        autocast: a factory of the context each forward pass runs in (bf16
+            autocast on CUDA, see ``engine.lora.training_options``).
+
+    The KL reference is the base model with the LoRA adapter disabled when
+    the model is a peft model (no second copy), else a frozen deep copy.
+    """
+
+    def __init__(self, model, pad_id: int, config: TrainConfig, *, autocast=contextlib.nullcontext):
+        self.model = model
+        self.pad_id = pad_id
+        self.config = config
+        self.autocast = autocast
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+        self.reference = _frozen_copy(model) if config.beta > 0 and not is_lora(model) else None
+
+    def step(self, samples: list[TrainSample]) -> dict[str, float]:
+        """Update the policy on ``samples``; return TRL-named metrics.
+
+        Returns a dict with ``loss``, ``kl`` (mean k3 over trained tokens; 0
+        without a reference), ``clip_ratio`` (fraction of trained tokens whose
+        ratio was clipped in the direction of the advantage), ``entropy``
+        (mean token entropy of the policy, nats), ``grad_norm`` (before
+        clipping) and ``trained_samples``. With nothing to train (every
+        advantage 0 and beta 0) no update is made and the metrics are NaN.
+        """
+        active = [s for s in samples if s.advantage != 0.0] if self.config.beta == 0 else samples
+        if not active:
+            nan = float("nan")
+            return {"loss": nan, "kl": nan, "clip_ratio": nan, "entropy": nan, "grad_norm": nan,
+                    "trained_samples": 0}
+        self.model.train()
+        batch = _collate(active, self.pad_id, next(self.model.parameters()).device)
+        logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True)
+        mask = batch["mask"]
+        n_tokens = mask.sum()
+        ratio = torch.exp(logp - batch["old_logprobs"])
+        adv = batch["advantages"].unsqueeze(1)
+        clipped = torch.clamp(ratio, 1 - self.config.clip_eps, 1 + self.config.clip_eps)
+        surrogate = torch.minimum(ratio * adv, clipped * adv)
+        loss = -(surrogate * mask).sum() / n_tokens
+        kl = self._kl(batch, logp)
+        if self.config.beta > 0:
+            loss = loss + self.config.beta * (kl * mask).sum() / n_tokens
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
+        )
+        self.optimizer.step()
+        was_clipped = ((ratio < 1 - self.config.clip_eps) & (adv < 0)) | (
+            (ratio > 1 + self.config.clip_eps) & (adv > 0)
+        )
+        return {
+            "loss": loss.item(),
+            "kl": ((kl * mask).sum() / n_tokens).item(),
+            "clip_ratio": ((was_clipped.float() * mask).sum() / n_tokens).item(),
+            "entropy": ((entropy * mask).sum() / n_tokens).item(),
+            "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
+            "trained_samples": len(active),
+        }
+
+    def _kl(self, batch: dict, logp: torch.Tensor) -> torch.Tensor:
+        if self.config.beta == 0:
+            return torch.zeros_like(logp)
+        with torch.no_grad():
+            if self.reference is not None:
+                ref_logp, _ = self._token_logprobs(self.reference, batch, with_entropy=False)
+            else:
+                with reference_mode(self.model):
+                    ref_logp, _ = self._token_logprobs(self.model, batch, with_entropy=False)
+        delta = ref_logp - logp
+        return torch.exp(delta) - delta - 1
+
+    def _token_logprobs(self, model, batch: dict, *, with_entropy: bool):
+        """Log-probs (B, T) of the completion tokens, and their entropies (B, T)."""
+        with self.autocast():
+            logits = model(
+                input_ids=batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                position_ids=batch["position_ids"],
+            ).logits
+        width = batch["completion_ids"].shape[1]
+        logits = logits[:, -width - 1 : -1].float() / self.config.temperature
+        logprobs_all = torch.log_softmax(logits, dim=-1)
+        logp = logprobs_all.gather(-1, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
+        if not with_entropy:
+            return logp, None
+        with torch.no_grad():
+            entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+        return logp, entropy
+
+
+def _frozen_copy(model):
+    reference = copy.deepcopy(model).eval()
+    for param in reference.parameters():
+        param.requires_grad_(False)
+    return reference
+
+
+def _collate(samples: list[TrainSample], pad_id: int, device) -> dict[str, torch.Tensor]:
+    """Left-pad prompts and right-pad completions so all completions align at the end.
+
+    Layout per row: [pad..., prompt, completion, pad...], with the completion
+    occupying the last ``width`` positions before its own right padding, so
+    one slice of the logits serves every row.
+    """
+    p_width = max(len(s.prompt_ids) for s in samples)
+    c_width = max(len(s.completion_ids) for s in samples)
+    rows, attn, comp, mask, old = [], [], [], [], []
+    for s in samples:
+        lp, lc = len(s.prompt_ids), len(s.completion_ids)
+        rows.append([pad_id] * (p_width - lp) + s.prompt_ids + s.completion_ids + [pad_id] * (c_width - lc))
+        attn.append([0] * (p_width - lp) + [1] * (lp + lc) + [0] * (c_width - lc))
+        comp.append(s.completion_ids + [pad_id] * (c_width - lc))
+        mask.append([1.0] * lc + [0.0] * (c_width - lc))
+        old.append(list(s.old_logprobs) + [0.0] * (c_width - lc))
+    as_long = lambda x: torch.tensor(x, dtype=torch.long, device=device)  # noqa: E731
+    as_float = lambda x: torch.tensor(x, dtype=torch.float32, device=device)  # noqa: E731
+    attention = as_long(attn)
+    # Positions count real tokens only, as generate() does for left padding.
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    return {
+        "input_ids": as_long(rows),
+        "attention_mask": attention,
+        "position_ids": positions,
+        "completion_ids": as_long(comp),
+        "mask": as_float(mask),
+        "old_logprobs": as_float(old),
+        "advantages": as_float([s.advantage for s in samples]),
+    }
