@@ -102,8 +102,8 @@ class RunFeed:
 
     def __init__(self, reader: StoreReader, run_id: int, *,
                  thresholds: AlertThresholds | None = None,
-                 backfill_steps: int = 20, keep_rollouts: int = 200,
-                 keep_groups: int = 100, keep_alerts: int = 200,
+                 backfill_steps: int = 20, keep_rollouts: int = 50,
+                 keep_groups: int = 50, keep_alerts: int = 200,
                  series_capacity: int = 4096) -> None:
         self.reader = reader
         self.run_id = run_id
