@@ -461,3 +461,27 @@ async def test_cursor_leaves_a_step_without_groups_when_data_arrives(tmp_path):
             writer.write_step(run_id, 1, {"reward": 0.5})
         await until(pilot, lambda: app.view.group is not None)
         assert app.view.cursor.step == 1
+
+
+async def test_dashboard_cursor_follows_new_steps_until_moved(db):
+    from fixtures.smalldb import _single_turn_group
+
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+
+    def write_step(step):
+        with StoreWriter(path) as writer:
+            writer.write_groups(ids["demo"], step, [_single_turn_group(step, 0, 2)])
+            writer.write_step(ids["demo"], step, {"reward": 0.5})
+
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert app.view.cursor.step == 7
+        write_step(8)
+        await until(pilot, lambda: app.view.cursor.step == 8)  # on the newest step: follows
+        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: app.view.cursor.step == 7)
+        write_step(9)
+        await until(pilot, lambda: app.feed.last_step == 9)
+        await pilot.pause(0.3)
+        assert app.view.cursor.step == 7  # moved away by the user: stays

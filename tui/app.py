@@ -150,6 +150,7 @@ class RolloutLabApp(App):
         self.cursor = Cursor()
         self.view: View | None = None
         self._want_paused: bool | None = None
+        self._newest_step: int | None = None  # the newest step before the last update
         self._polling = False
         self._poll_reader = LockedReader(self.db_path)
         self._view_reader = LockedReader(self.db_path)
@@ -263,11 +264,13 @@ class RolloutLabApp(App):
         if previous is not None:  # not the history read on attaching: that would be a flood
             self._announce(update.events)
         nothing_shown = self.cursor.step is None or (self.view is not None and self.view.group is None)
-        if nothing_shown and update.steps:
-            # First data, or the cursor sits on a step with no groups (e.g. the
-            # engine's step-0 evaluation row): go to the newest step.
-            self.cursor = Cursor(update.steps[-1]["step"])
+        following = (self.cursor.step == self._newest_step and isinstance(self.screen, DashboardScreen))
+        if update.steps and (nothing_shown or following):
+            # First data, a step with no groups (the engine's step-0 evaluation
+            # row), or the dashboard's cursor on the newest step: follow the run.
+            self.cursor = Cursor(update.steps[-1]["step"], self.cursor.group_pos, self.cursor.traj_pos)
             self.load_view()
+        self._newest_step = feed.last_step
 
     def _announce(self, events: list[dict]) -> None:
         """Toast the engine's new errors, failed judge calls and reward edits."""
