@@ -31,14 +31,15 @@ class RunConfig(BaseModel):
 
     prompts_per_step: int = Field(32, ge=1, description="P: groups per step")
     group_size: int = Field(8, ge=1, description="G: rollouts per prompt")
-    temperature: float = Field(1.0, gt=0)
+    temperature: float = Field(0.7, gt=0)
     max_new_tokens: int = Field(6, ge=1)
     advantage: Literal["grpo", "dr_grpo", "rloo", "gigpo"] = "grpo"
     gamma: float = Field(0.95, ge=0, le=1)
     omega: float = Field(1.0, ge=0)
     gigpo_mode: Literal["mean_norm", "mean_std_norm"] = "mean_norm"
 
-    lr: float = Field(2e-3, gt=0)
+    lr: float = Field(5e-4, gt=0)
+    num_iterations: int = Field(2, ge=1, description="updates per batch of rollouts (GRPO's mu)")
     clip_eps: float = Field(0.2, gt=0)
     beta: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)

@@ -137,7 +137,7 @@ def start(config: RunConfig) -> Session:
 
 
 def _train_config(config: RunConfig) -> TrainConfig:
-    return TrainConfig(lr=config.lr, clip_eps=config.clip_eps, beta=config.beta,
+    return TrainConfig(lr=config.lr, num_iterations=config.num_iterations, clip_eps=config.clip_eps, beta=config.beta,
                        max_grad_norm=config.max_grad_norm, temperature=config.temperature)
 
 

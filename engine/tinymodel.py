@@ -84,24 +84,31 @@ def build_config(vocab_size: int) -> LlamaConfig:
     )
 
 
-def model_key(scenario_name: str, seed: int, target: float) -> str:
-    """Cache key of a built model: scenario, seed, target and recipe version."""
-    raw = json.dumps([scenario_name, seed, target, RECIPE_VERSION])
+def model_key(scenario_name: str, seed: int, target: float | None, max_steps: int) -> str:
+    """Cache key of a built model: scenario, seed, warm-start settings and recipe version."""
+    raw = json.dumps([scenario_name, seed, target, max_steps, RECIPE_VERSION])
     return f"{scenario_name}-s{seed}-{hashlib.sha256(raw.encode()).hexdigest()[:10]}"
 
 
-def ensure_tiny_model(scenario, *, seed: int = 0, target: float = 0.4) -> Path:
+def ensure_tiny_model(scenario, *, seed: int = 0) -> Path:
     """Return the directory of the tiny model for ``scenario``, building it if needed.
+
+    The warm start stops at probe pass@1 ``scenario.warm_start_target``
+    (default 0.4) or after ``scenario.warm_start_steps`` steps (default
+    4000); a target of None trains exactly that many steps (multi-step
+    scenarios, whose warm-start data is random legal play).
 
     Building is deterministic for a seed on a given machine and takes well
     under a minute on 2 CPU cores; a progress bar goes to stderr. The
     directory is written atomically (built in a temp dir, then renamed), so a
     killed build never leaves a half-written model behind.
     """
-    path = cache_root() / "models" / model_key(scenario.name, seed, target)
+    target = getattr(scenario, "warm_start_target", 0.4)
+    max_steps = getattr(scenario, "warm_start_steps", 4000)
+    path = cache_root() / "models" / model_key(scenario.name, seed, target, max_steps)
     if (path / "config.json").is_file():
         return path
-    policy = warm_start(scenario, seed=seed, target=target)
+    policy = warm_start(scenario, seed=seed, target=target, max_steps=max_steps)
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
     policy.model.save_pretrained(partial)
     policy.tokenizer.save_pretrained(partial)
@@ -112,7 +119,7 @@ def ensure_tiny_model(scenario, *, seed: int = 0, target: float = 0.4) -> Path:
     return path
 
 
-def warm_start(scenario, *, seed: int, target: float, max_steps: int = 4000) -> Policy:
+def warm_start(scenario, *, seed: int, target: float | None, max_steps: int = 4000) -> Policy:
     """Supervised warm start on the train split until probe pass@1 >= ``target``.
 
     Loss is next-token cross-entropy on the completion tokens only (the
@@ -136,7 +143,7 @@ def warm_start(scenario, *, seed: int, target: float, max_steps: int = 4000) -> 
         loss.backward()
         optimizer.step()
         bar.update(1)
-        if step % 50 == 0:
+        if target is not None and step % 50 == 0:
             score = probe_pass_at_1(policy, scenario, probe)
             bar.set_postfix(loss=f"{loss.item():.3f}", probe_pass_at_1=f"{score:.2f}")
             if score >= target:
@@ -164,11 +171,21 @@ def _sft_loss(policy: Policy, pairs: list[tuple[str, str]]) -> torch.Tensor:
 
 
 def probe_pass_at_1(policy: Policy, scenario, examples: list[dict]) -> float:
-    """Greedy pass@1 of ``policy`` on ``examples`` under the scenario's rubric."""
+    """Greedy pass@1 of ``policy`` on ``examples`` under the scenario's rubric.
+
+    Multi-step scenarios play one greedy episode per example and count an
+    episode as passed when its rubric reward is >= 1.
+    """
+    from engine.multiturn import run_episodes
     from engine.rubric import load_rubric
 
     rubric = load_rubric(scenario.reward_file)
-    prompts = [policy.render([{"role": "user", "content": ex["prompt"]}]) for ex in examples]
-    samples = policy.sample(prompts, max_new_tokens=8, temperature=0.0)
-    results = rubric.score_group(examples, [s.text for s in samples])
+    if scenario.multi_step:
+        episodes = run_episodes(policy, scenario.make_env, examples, max_turns=scenario.max_turns,
+                                max_new_tokens=4, temperature=0)
+        completions = [ep.messages for ep in episodes]
+    else:
+        prompts = [policy.render([{"role": "user", "content": ex["prompt"]}]) for ex in examples]
+        completions = [s.text for s in policy.sample(prompts, max_new_tokens=8, temperature=0.0)]
+    results = rubric.score_group(examples, completions)
     return sum(r.reward >= 1.0 for r in results) / len(examples)

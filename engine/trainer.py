@@ -24,6 +24,7 @@ import copy
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from engine.lora import is_lora, reference_mode
@@ -34,13 +35,17 @@ from engine.types import TrainSample
 class TrainConfig:
     """Optimiser and loss settings.
 
-    lr: AdamW learning rate. clip_eps: PPO clip epsilon. beta: KL penalty
+    lr: AdamW learning rate. num_iterations: updates per batch of rollouts
+    (mu in GRPO, Shao et al. 2024, Algorithm 1; TRL's ``num_iterations``);
+    from the second on, the ratio departs from 1 and clipping acts.
+    clip_eps: PPO clip epsilon. beta: KL penalty
     weight (0 disables the reference model). max_grad_norm: gradient clipping
     (L2). temperature: the sampling temperature; log-probabilities are taken
     of logits / temperature so the ratio compares like with like.
     """
 
-    lr: float = 2e-3
+    lr: float = 5e-4
+    num_iterations: int = 2
     clip_eps: float = 0.2
     beta: float = 0.0
     max_grad_norm: float = 1.0
@@ -72,7 +77,15 @@ class Trainer:
         self.reference = _frozen_copy(model) if config.beta > 0 and not is_lora(model) else None
 
     def step(self, samples: list[TrainSample]) -> dict[str, float]:
-        """Update the policy on ``samples``; return TRL-named metrics.
+        """``num_iterations`` updates on ``samples``; metrics averaged over them.
+
+        See :meth:`update` for the metrics.
+        """
+        runs = [self.update(samples) for _ in range(self.config.num_iterations)]
+        return {key: float(np.mean([r[key] for r in runs])) for key in runs[0]}
+
+    def update(self, samples: list[TrainSample]) -> dict[str, float]:
+        """One update of the policy on ``samples``; return TRL-named metrics.
 
         Returns a dict with ``loss``, ``kl`` (mean k3 over trained tokens; 0
         without a reference), ``clip_ratio`` (fraction of trained tokens whose

@@ -46,6 +46,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     add("--gamma", type=float, default=defaults.gamma, help="GiGPO discount")
     add("--omega", type=float, default=defaults.omega, help="GiGPO step-advantage weight")
     add("--lr", type=float, default=defaults.lr)
+    add("--num-iterations", type=int, default=defaults.num_iterations, help="updates per batch (GRPO's mu)")
     add("--beta", type=float, default=defaults.beta, help="KL penalty weight (k3; 0 = no reference)")
     add("--clip-eps", type=float, default=defaults.clip_eps)
     add("--eval-every", type=int, default=defaults.eval_every, help="K: held-out eval every K steps")

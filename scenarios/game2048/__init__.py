@@ -49,6 +49,10 @@ class Game2048:
     system_prompt: str | None = SYSTEM_PROMPT
     reward_file: Path = Path(__file__).with_name("rewards.py")
     max_turns: int = MAX_TURNS
+    # The tiny policy imitates random legal play for a fixed number of
+    # steps (no pass@1 target: random play is the point), so RL has room.
+    warm_start_target: float | None = None
+    warm_start_steps: int = 400
 
     def make_env(self, example: dict[str, Any]) -> Game2048Env:
         """A fresh environment; the board comes from ``example["seed"]`` on reset."""

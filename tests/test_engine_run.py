@@ -1,0 +1,161 @@
+"""The engine end to end: headless runs, the control channel, bad input, kill and resume.
+
+These tests run the real engine (as a subprocess where the issue says a
+process) on an untrained tiny model, so they check plumbing, not learning;
+learning is measured by tests/bench/learning_curve.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from engine.config import RunConfig
+from engine.runner import run
+from store.control import send_command
+from store.db import open_db
+from store.reader import StoreReader
+
+
+def _rlab(*args, cwd, timeout=240, env=None):
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _fast(**kw):
+    base = dict(prompts_per_step=4, group_size=4, eval_size=20, eval_every=2, checkpoint_every=2)
+    return [f"--{k.replace('_', '-')}={v}" for k, v in {**base, **kw}.items()]
+
+
+def test_headless_run_prints_the_summary_and_stores_everything(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "run.db"
+    result = _rlab("run", "--headless", "--model", str(raw_tiny_model_dir), "--db", str(db),
+                   "--max-steps", "3", "--name", "smoke", *_fast(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 3 and summary["status"] == "finished"
+    for key in ("run_id", "seconds", "eval_pass_at_1_initial", "eval_pass_at_1_final"):
+        assert key in summary
+    reader = StoreReader(db)
+    series = reader.step_series(summary["run_id"])
+    assert [s["step"] for s in series] == [0, 1, 2, 3]
+    assert series[1]["reward"] is not None and "frac_reward_zero_std" in series[1]
+    assert series[2]["eval/pass_at_1"] is not None
+    groups = reader.groups_of_step(summary["run_id"], 1)
+    assert len(groups) == 4 and all(len(g["trajectories"]) == 4 for g in groups)
+    assert groups[0]["example"]["answer"]  # whole example kept for reward dry runs
+    assert [c["step"] for c in reader.checkpoints(summary["run_id"])] == [2, 3]
+    assert reader.run(summary["run_id"])["status"] == "finished"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--scenario", "chess"], "unknown scenario 'chess'"),
+    (["--model", "/no/such/model"], "model directory /no/such/model not found"),
+    (["--db", "/no/such/dir/run.db"], "folder /no/such/dir does not exist"),
+])
+def test_bad_input_gives_one_clear_line(tmp_path, args, message):
+    result = _rlab("run", "--headless", "--max-steps", "1", *args, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlab: error: ") and message in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_pause_step_resume_and_stop_through_the_control_table(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "ctl.db"
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless", "--model",
+                             str(raw_tiny_model_dir), "--db", str(db), "--name", "ctl", *_fast(eval_every=100)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        reader = _wait_for_run(db, "ctl")
+        run_id = reader.run_by_name("ctl")["id"]
+        send_command(db, run_id, "pause")
+        _wait(lambda: reader.run(run_id)["status"] == "paused")
+        paused_at = _last_step(reader, run_id)
+        time.sleep(1.0)
+        assert _last_step(reader, run_id) == paused_at  # the step counter stops
+        send_command(db, run_id, "step")
+        _wait(lambda: _last_step(reader, run_id) == paused_at + 1 and reader.run(run_id)["status"] == "paused")
+        time.sleep(0.8)
+        assert _last_step(reader, run_id) == paused_at + 1  # exactly one more step
+        send_command(db, run_id, "resume")
+        _wait(lambda: _last_step(reader, run_id) >= paused_at + 3)
+        send_command(db, run_id, "stop")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["status"] == "stopped"
+    kinds = [e["kind"] for e in reader.events(run_id)]
+    assert kinds.count("pause") == 2 and kinds.count("resume") == 2
+    assert {c["status"] for c in reader.commands(run_id)} == {"applied"}
+
+
+def test_sigkill_mid_run_then_resume_continues_the_step_numbers(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "kill.db"
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless", "--model",
+                             str(raw_tiny_model_dir), "--db", str(db), "--name", "victim",
+                             *_fast(eval_every=100)], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    reader = _wait_for_run(db, "victim")
+    run_id = reader.run_by_name("victim")["id"]
+    _wait(lambda: _last_step(reader, run_id) >= 5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    open_db(db).conn.close()  # opening the file marks the dead run
+    assert StoreReader(db).run(run_id)["status"] == "crashed"
+    committed = StoreReader(db).steps(run_id)
+    checkpoint = max(c["step"] for c in StoreReader(db).checkpoints(run_id))
+
+    result = _rlab("run", "--headless", "--db", str(db), "--resume", "victim", "--max-steps",
+                   str(checkpoint + 3), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    reader = StoreReader(db)
+    steps = [s["step"] for s in reader.step_series(run_id) if s.get("reward") is not None]
+    assert steps == list(range(1, checkpoint + 4))  # continuing numbers, no duplicates
+    assert reader.run(run_id)["status"] == "finished"
+    assert len(committed) >= 5
+
+
+def test_in_process_run_with_the_writer_disabled_writes_nothing(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "off.db"
+    summary = run(RunConfig(model=raw_tiny_model_dir, db=db, max_steps=2, store=False, prompts_per_step=2,
+                            group_size=2, eval_size=5))
+    assert summary["steps"] == 2
+    assert not db.exists() or StoreReader(db).runs() == []
+
+
+def _wait(predicate, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def _wait_for_run(db, name) -> StoreReader:
+    _wait(lambda: db.exists() and _has_run(db, name))
+    return StoreReader(db)
+
+
+def _has_run(db, name) -> bool:
+    try:
+        return StoreReader(db).run_by_name(name) is not None
+    except Exception:  # the file may still be being created by the engine
+        return False
+
+
+def _last_step(reader, run_id) -> int:
+    latest = reader.latest_step(run_id)
+    return -1 if latest is None else latest["step"]

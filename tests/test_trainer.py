@@ -1,0 +1,80 @@
+"""The clipped policy-gradient update (engine.trainer) on the tiny model."""
+
+import math
+
+import pytest
+import torch
+
+from engine.policy import Policy
+from engine.trainer import Trainer, TrainConfig, _collate
+from engine.types import TrainSample
+
+
+@pytest.fixture
+def policy(raw_tiny_model_dir):
+    torch.manual_seed(0)
+    return Policy.load(raw_tiny_model_dir, "cpu")
+
+
+def _sample(policy, prompt: str, completion: str, advantage: float) -> TrainSample:
+    prompt_ids = policy.render([{"role": "user", "content": prompt}])
+    completion_ids = policy.tokenizer.encode(completion, add_special_tokens=False) + [policy.eos_id]
+    old = _logprobs(policy, prompt_ids, completion_ids)
+    return TrainSample(prompt_ids, completion_ids, old, advantage)
+
+
+def _logprobs(policy, prompt_ids, completion_ids) -> list[float]:
+    """Unpadded reference computation of the completion's token log-probs."""
+    ids = torch.tensor([prompt_ids + completion_ids])
+    with torch.no_grad():
+        logits = policy.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1]
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion_ids)[:, None]).squeeze(-1).tolist()
+
+
+def test_padded_batch_gives_the_unpadded_logprobs(policy):
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=1.0))
+    samples = [_sample(policy, "1+2=", "3", 1.0), _sample(policy, "10+20=", "30", 1.0),
+               _sample(policy, "99+99=", "198", 1.0)]
+    batch = _collate(samples, policy.pad_id, "cpu")
+    logp, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+    for row, sample in enumerate(samples):
+        got = logp[row, : len(sample.completion_ids)].tolist()
+        assert got == pytest.approx(sample.old_logprobs, abs=1e-4)
+
+
+def test_advantage_sign_moves_the_completion_probability(policy):
+    up = _sample(policy, "12+34=", "46", 1.0)
+    down = _sample(policy, "12+34=", "99", -1.0)
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0))
+    metrics = trainer.step([up, down])
+    assert metrics["trained_samples"] == 2
+    assert sum(_logprobs(policy, up.prompt_ids, up.completion_ids)) > sum(up.old_logprobs)
+    assert sum(_logprobs(policy, down.prompt_ids, down.completion_ids)) < sum(down.old_logprobs)
+    assert metrics["kl"] == 0.0 and metrics["grad_norm"] > 0 and metrics["entropy"] > 0
+
+
+def test_zero_advantages_make_no_update(policy):
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(num_iterations=2))
+    metrics = trainer.step([_sample(policy, "1+1=", "2", 0.0)])
+    assert metrics["trained_samples"] == 0 and math.isnan(metrics["loss"])
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.model.parameters()))
+
+
+def test_kl_to_the_reference_grows_from_zero(policy):
+    sample = _sample(policy, "12+34=", "46", 1.0)
+    trainer = Trainer(policy.model, policy.pad_id,
+                      TrainConfig(lr=1e-2, beta=0.1, num_iterations=1, temperature=1.0))
+    first = trainer.step([sample])
+    assert first["kl"] == pytest.approx(0.0, abs=1e-6)  # policy == reference before any update
+    later = trainer.step([sample])
+    assert later["kl"] > 1e-6
+
+
+def test_second_iteration_clips_large_ratios(policy):
+    sample = _sample(policy, "12+34=", "46", 1.0)
+    trainer = Trainer(policy.model, policy.pad_id,
+                      TrainConfig(lr=5e-2, num_iterations=3, clip_eps=0.05, temperature=1.0))
+    assert trainer.update([sample])["clip_ratio"] == 0.0  # ratio is exactly 1 at first
+    trainer.update([sample])
+    assert trainer.update([sample])["clip_ratio"] > 0.0
