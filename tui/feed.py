@@ -35,7 +35,12 @@ MARK_EVENTS = ("reward_edit", "pause")
 
 @dataclass
 class FeedUpdate:
-    """New data since the previous poll (all lists oldest first)."""
+    """New data since the previous poll (all lists oldest first).
+
+    ``groups`` holds the new steps' groups as read (light trajectory rows with
+    their completion) until the fold replaces them with dashboard rows
+    (:func:`group_summary`).
+    """
 
     run: dict | None
     steps: list[dict] = field(default_factory=list)
@@ -43,11 +48,6 @@ class FeedUpdate:
     rollouts: list[dict] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing but the run row was read."""
-        return not (self.steps or self.events or self.rollouts or self.alerts)
 
 
 def group_summary(group: dict) -> dict:
