@@ -318,6 +318,7 @@ def loop(session: Session) -> dict:
         if evaluated:
             last_eval = evaluate(session)
             metrics["eval/pass_at_1"] = last_eval
+        metrics["elapsed_seconds"] = time.perf_counter() - t_start
         writer.write_step(session.run_id, step, metrics)
         writer.heartbeat(session.run_id, step)
         if step % cfg.checkpoint_every == 0:

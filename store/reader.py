@@ -134,6 +134,15 @@ class StoreReader:
             f"SELECT step, {_SERIES_COLUMNS} FROM steps WHERE run_id = ? AND step > ? "
             "ORDER BY step LIMIT ?", [run_id, since_step, -1 if limit is None else limit])
 
+    def step_metrics(self, run_id: int, since_step: int = -1) -> list[dict]:
+        """Every metric the engine wrote for each step after ``since_step``
+        (the ``metrics`` JSON, including keys without a column, such as
+        ``elapsed_seconds`` or ``gigpo/anchor_shared_frac``), ascending:
+        ``{"step", **metrics}``. For exports and benchmarks, not for polling."""
+        rows = self._all("SELECT step, metrics FROM steps WHERE run_id = ? AND step > ? ORDER BY step",
+                         [run_id, since_step], ("metrics",))
+        return [{"step": row["step"], **(row["metrics"] or {})} for row in rows]
+
     def metric_series(self, run_id: int, metrics: tuple[str, ...] = ("reward",),
                       since_step: int = -1, max_points: int | None = None) -> dict[str, list]:
         """Column-wise series for plots: ``{"step": [...], name: [...]}`` for

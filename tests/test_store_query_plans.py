@@ -19,6 +19,7 @@ def reader_calls(reader: StoreReader, run_id: int) -> dict:
         "run_by_name": lambda: reader.run_by_name("plans"),
         "latest_run_id": reader.latest_run_id, "latest_step": lambda: reader.latest_step(run_id),
         "step_series": lambda: reader.step_series(run_id, since_step=0),
+        "step_metrics": lambda: reader.step_metrics(run_id, since_step=0),
         "metric_series": lambda: (reader.metric_series(run_id, ("reward", "kl")),
                                   reader.metric_series(run_id, max_points=2)),
         "events": lambda: reader.events(run_id, since_id=1),
@@ -32,6 +33,7 @@ def reader_calls(reader: StoreReader, run_id: int) -> dict:
         "checkpoints": lambda: reader.checkpoints(run_id),
         "commands": lambda: reader.commands(run_id),
         "anchor_share_by_step": lambda: reader.anchor_share_by_step(run_id),
+        "completions_of_step": lambda: reader.completions_of_step(run_id, 1),
     }
 
 
