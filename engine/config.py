@@ -39,6 +39,7 @@ class RunConfig(BaseModel):
     gigpo_mode: Literal["mean_norm", "mean_std_norm"] = "mean_norm"
 
     lr: float = Field(5e-4, gt=0)
+    lr_final_ratio: float = Field(0.1, ge=0, le=1, description="linear decay to lr * ratio over the budget")
     num_iterations: int = Field(2, ge=1, description="updates per batch of rollouts (GRPO's mu)")
     clip_eps: float = Field(0.2, gt=0)
     beta: float = Field(0.0, ge=0)

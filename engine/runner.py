@@ -287,6 +287,19 @@ def _done(session: Session, step: int, t_start: float) -> bool:
     return cfg.max_seconds is not None and time.perf_counter() - t_start >= cfg.max_seconds
 
 
+def budget_fraction(config: RunConfig, step: int, elapsed_s: float) -> float:
+    """How much of the run's budget (max_steps and/or max_seconds) is used, in [0, 1].
+
+    0 without a budget: the learning rate then stays constant.
+    """
+    parts = []
+    if config.max_steps:
+        parts.append((step - 1) / config.max_steps)
+    if config.max_seconds:
+        parts.append(elapsed_s / config.max_seconds)
+    return min(max(parts, default=0.0), 1.0)
+
+
 def _progress(step: int, metrics: dict, eval_score: float | None, elapsed: float) -> None:
     shown = f"step {step:5d}  reward {metrics['reward']:.3f}  "
     shown += f"pass@1 {eval_score:.3f}  " if eval_score is not None else ""
@@ -313,7 +326,12 @@ def loop(session: Session) -> dict:
             break
         if controller.pending_rewards is not None:
             apply_reward_edit(session, controller, step)
+        # Linear decay to lr_final_ratio over the budget, as TRL's default
+        # (linear) schedule does over its steps; seconds count as budget too.
+        done = budget_fraction(cfg, step, time.perf_counter() - t_start)
+        session.trainer.set_lr_scale(1 - (1 - cfg.lr_final_ratio) * done)
         metrics = one_step(session, controller, step)
+        metrics["learning_rate"] = session.trainer.optimizer.param_groups[0]["lr"]
         evaluated = step % cfg.eval_every == 0
         if evaluated:
             last_eval = evaluate(session)

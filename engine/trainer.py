@@ -76,6 +76,11 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
         self.reference = _frozen_copy(model) if config.beta > 0 and not is_lora(model) else None
 
+    def set_lr_scale(self, scale: float) -> None:
+        """Set the learning rate to ``scale`` times the configured one (schedules)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.lr * scale
+
     def step(self, samples: list[TrainSample]) -> dict[str, float]:
         """``num_iterations`` updates on ``samples``; metrics averaged over them.
 

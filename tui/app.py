@@ -93,6 +93,18 @@ class LRU(OrderedDict):
         return value
 
 
+def last_line(path: Path, tail_bytes: int = 2048) -> str | None:
+    """The last non-empty line of a log file (progress bars end lines with \\r)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - tail_bytes))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lines = [part.strip() for part in text.replace("\r", "\n").split("\n") if part.strip()]
+    return lines[-1] if lines else None
+
+
 class RolloutLabApp(App):
     """Watch, pause, step and inspect a training run stored in a SQLite file.
 
@@ -143,6 +155,7 @@ class RolloutLabApp(App):
         self.engine_cmd = engine_cmd
         self.engine: subprocess.Popen | None = None
         self._engine_reported = False
+        self.engine_line: str | None = None
         self._missing_reported = False
         self.thresholds = thresholds
         self.feed: RunFeed | None = None
@@ -207,14 +220,25 @@ class RolloutLabApp(App):
             self.call_from_thread(setattr, self, "_polling", False)
 
     def _check_engine(self) -> None:
-        """Worker thread: report (once) an engine that died before its run appeared."""
-        if self.engine is None or self.engine.poll() is None or self._engine_reported:
+        """Worker thread: show the engine's progress until its run appears;
+        report (once) an engine that died before that."""
+        if self.engine is None or self._engine_reported:
+            return
+        if self.engine.poll() is None:
+            line = last_line(self.db_path.with_name(self.db_path.name + ".engine.log"))
+            if line and line != self.engine_line:
+                self.call_from_thread(self._show_engine_line, line)
             return
         self._engine_reported = True
         log = self.db_path.with_name(self.db_path.name + ".engine.log")
         self.call_from_thread(self.notify, f"the engine exited with code {self.engine.returncode} "
                               f"before starting run {self.run_name!r}; see {log}",
                               severity="error", timeout=30)
+
+    def _show_engine_line(self, line: str) -> None:
+        self.engine_line = line
+        if isinstance(self.screen, DashboardScreen):
+            self.screen._set_header()
 
     def _thresholds(self, run: dict | None) -> AlertThresholds:
         """The alert thresholds: the app's if given, else the run config's
@@ -494,7 +518,7 @@ class RolloutLabApp(App):
             for step in reversed(reader.steps(run_id)):
                 for light in reversed(reader.groups_of_step(run_id, step)):
                     group = reader.group(light["id"])
-                    example = self.examples.example(scenario, group["example_id"], group["prompt"])
+                    example = self.examples.example(scenario, group)
                     out.append({"trajectories": [
                         {"example": example, "completion": t["completion"], "reward": t["reward"]}
                         for t in group["trajectories"]]})

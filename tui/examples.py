@@ -1,9 +1,9 @@
 """The dataset examples behind stored groups, for re-scoring in the TUI.
 
-The store keeps a group's ``example_id`` and prompt, not the example itself
-(the answer a reward function checks against). Re-scoring a stored group
-(the reward editor's dry run, the group view's two-version ranking) needs the
-whole example, so it is looked up by id in the run's scenario.
+Re-scoring a stored group (the reward editor's dry run, the group view's
+two-version ranking) needs the whole example (the answer a reward function
+checks against). Run files since schema v5 keep it with the group; for older
+files it is looked up by id in the run's scenario.
 """
 
 from __future__ import annotations
@@ -24,10 +24,14 @@ class ExampleIndex:
         self._by_scenario: dict[str, dict[str, dict]] = {}
         self._lock = threading.Lock()
 
-    def example(self, scenario: str, example_id: object, prompt: str) -> dict:
-        """The scenario's example with this id; ``{"id", "prompt"}`` when the
-        scenario is not installed here or has no such id (then reward
-        functions that need more fields report an error in their details)."""
+    def example(self, scenario: str, group: dict) -> dict:
+        """The group's stored example, else the scenario's example with the
+        group's ``example_id``; ``{"id", "prompt"}`` when neither is there
+        (then reward functions that need more fields report an error in
+        their details)."""
+        if group.get("example"):
+            return group["example"]
+        example_id, prompt = group["example_id"], group["prompt"]
         with self._lock:
             if scenario not in self._by_scenario:
                 self._by_scenario[scenario] = _index(scenario)

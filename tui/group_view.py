@@ -146,7 +146,7 @@ class GroupScreen(NavScreen):
     def _rescore(self, group: dict, scenario: str, trajs: list[dict], old: dict, new: dict) -> None:
         from engine.reward_check import RewardCheckError, dry_run
 
-        example = self.app.examples.example(scenario, group["example_id"], group["prompt"])
+        example = self.app.examples.example(scenario, group)
         groups = [{"trajectories": [{"example": example, "completion": t["completion"],
                                      "reward": t["reward"]} for t in trajs]}]
         try:

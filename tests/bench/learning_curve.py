@@ -19,9 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.tinymodel import ensure_tiny_model
-from scenarios import get_scenario
-from store.reader import StoreReader
+# tests/bench/store.py and tui.py would shadow the packages of the same name.
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT)]
+
+from engine.tinymodel import ensure_tiny_model  # noqa: E402
+from scenarios import get_scenario  # noqa: E402
+from store.reader import StoreReader  # noqa: E402
 
 
 def main() -> None:
