@@ -174,20 +174,49 @@ def run_group(
         ValueError: ``n`` or ``max_turns`` below 1, a negative penalty, or a
             policy that returned the wrong number of samples.
     """
+    return run_groups(policy, make_env, [example], n, max_turns=max_turns, max_new_tokens=max_new_tokens,
+                      temperature=temperature, invalid_penalty=invalid_penalty,
+                      system_prompt=system_prompt)[0]
+
+
+def run_groups(
+    policy: PolicyLike,
+    make_env: Callable[[dict[str, Any]], Env],
+    examples: Sequence[dict[str, Any]],
+    n: int,
+    **options: Any,
+) -> list[list[Episode]]:
+    """Play one group of ``n`` episodes per example, all groups batched together.
+
+    Every turn is ONE ``policy.sample`` call over the running episodes of
+    every group (P groups x n episodes), which is what makes a multi-step
+    step affordable on a CPU. Options and errors as in :func:`run_group`.
+
+    Returns:
+        P lists of ``n`` :class:`Episode` objects, in example order.
+    """
     if n < 1:
         raise ValueError(f"run_group needs n >= 1 episodes, got n={n}")
-    _check_options(max_turns, invalid_penalty)
-    envs = [make_env(example) for _ in range(n)]
-    episodes = _start(envs, [example] * n, system_prompt)
-    keys = [ep.initial_state_key for ep in episodes]
+    _check_options(options["max_turns"], options.get("invalid_penalty", 0.0))
+    flat = [example for example in examples for _ in range(n)]
+    envs = [make_env(example) for example in flat]
+    episodes = _start(envs, flat, options.get("system_prompt"))
+    groups = [episodes[i * n : (i + 1) * n] for i in range(len(examples))]
+    for example, group in zip(examples, groups):
+        _check_same_start(example, group)
+    _play(policy, envs, episodes, options["max_turns"], options["max_new_tokens"],
+          options["temperature"], options.get("invalid_penalty", 0.0))
+    return groups
+
+
+def _check_same_start(example: dict[str, Any], group: list[Episode]) -> None:
+    keys = [ep.initial_state_key for ep in group]
     if any(k != keys[0] for k in keys):
         raise InitialStateMismatch(
-            f"example {example.get('id')!r}: the {n} environments reset to different "
+            f"example {example.get('id')!r}: the {len(group)} environments reset to different "
             f"initial states {sorted(set(map(repr, keys)))}; seed the environment from the example "
             "so every episode of a group starts from the same state"
         )
-    _play(policy, envs, episodes, max_turns, max_new_tokens, temperature, invalid_penalty)
-    return episodes
 
 
 def run_episodes(

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine import advantages as adv
 from engine.judging import JudgedStep, judge_groups
-from engine.multiturn import Episode, batch_advantages, run_episodes, run_group, train_samples
+from engine.multiturn import Episode, batch_advantages, run_episodes, run_groups, train_samples
 from engine.policy import Policy
 from engine.rubric import Rubric, ScoreResult
 from engine.types import Sample, TrainSample
@@ -168,12 +168,9 @@ class MultiStep:
         self.config = config
 
     def _play(self, examples: list[dict]) -> list[list[Episode]]:
-        return [
-            run_group(self.policy, self.scenario.make_env, ex, self.config.group_size,
-                      max_turns=self.scenario.max_turns, max_new_tokens=self.config.max_new_tokens,
-                      temperature=self.config.temperature)
-            for ex in examples
-        ]
+        return run_groups(self.policy, self.scenario.make_env, examples, self.config.group_size,
+                          max_turns=self.scenario.max_turns, max_new_tokens=self.config.max_new_tokens,
+                          temperature=self.config.temperature)
 
     def collect(self, examples: list[dict], rubric: Rubric, version: int) -> StepBatch:
         """Play G episodes per example, score them, compute per-turn advantages."""
