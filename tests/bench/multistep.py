@@ -35,7 +35,8 @@ def run_method(method: str, args: argparse.Namespace, tmp: Path) -> dict:
     db = tmp / f"{method}.db"
     cmd = [sys.executable, "-m", "tui.cli", "run", "--headless", "--scenario", args.scenario,
            "--advantage", method, "--seed", str(args.seed), "--max-seconds", str(args.seconds),
-           "--eval-every", str(args.eval_every), "--eval-size", str(args.eval_size), "--db", str(db)]
+           "--eval-every", str(args.eval_every), "--eval-size", str(args.eval_size), "--db", str(db),
+           "--prompts-per-step", str(args.prompts_per_step)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp)
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     rows = StoreReader(db).step_metrics(summary["run_id"])
@@ -62,6 +63,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-size", type=int, default=100)
+    # Each turn trains as its own sample with the whole context before it,
+    # so a multi-step step costs ~turns x a single-turn one: fewer groups.
+    parser.add_argument("--prompts-per-step", type=int, default=8)
     args = parser.parse_args()
     t0 = time.perf_counter()
     ensure_tiny_model(get_scenario(args.scenario), seed=args.seed)
