@@ -186,14 +186,23 @@ class GroupScreen(NavScreen):
         self.shown = sort_trajectories(trajs, self.sort)
         columns = self.query_one("#columns", Horizontal)
         columns.remove_children()
-        columns.mount_all(
-            VerticalScroll(Static(column_text(t, t["id"] == selected)),
-                           classes="traj-column" + (" -selected" if t["id"] == selected else ""))
-            for t in self.shown)
+        # Explicit cell widths: with "1fr" and a min-width that the group
+        # cannot fit (8 x 24 > 160 cells), Textual gives every column the
+        # full width; fixed widths share the screen and scroll beyond it.
+        width = max(MIN_COLUMN_WIDTH, self.size.width // max(len(self.shown), 1))
+        shown = [VerticalScroll(Static(column_text(t, t["id"] == selected)),
+                                classes="traj-column" + (" -selected" if t["id"] == selected else ""))
+                 for t in self.shown]
+        for column in shown:
+            column.styles.width = width
+        columns.mount_all(shown)
         if self.compare:
             self._compare_versions(group)
         else:
             self._versions_hint()
+
+
+MIN_COLUMN_WIDTH = 18
 
 
 def competition_ranks(rewards: list[float]) -> list[int]:
