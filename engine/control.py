@@ -9,7 +9,7 @@ resumes as events, so every state change is visible in the run file.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from store.writer import StoreWriter
 
@@ -31,11 +31,16 @@ class Controller:
     step_once: bool = False
     pending_rewards: tuple[int, dict] | None = None
     poll_interval_s: float = 0.1
+    # A set_rewards command stays pending in the table until the step
+    # boundary applies it; commands already taken are not taken twice.
+    taken: set[int] = field(default_factory=set)
 
     def poll(self, step: int) -> None:
-        """Read and apply every pending command (non-blocking)."""
+        """Read and apply every pending command not yet taken (non-blocking)."""
         for command in self.writer.poll_commands(self.run_id):
-            self._apply(command, step)
+            if command["id"] not in self.taken:
+                self.taken.add(command["id"])
+                self._apply(command, step)
 
     def _apply(self, command: dict, step: int) -> None:
         kind, cid = command["kind"], command["id"]

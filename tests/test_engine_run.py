@@ -159,3 +159,49 @@ def _has_run(db, name) -> bool:
 def _last_step(reader, run_id) -> int:
     latest = reader.latest_step(run_id)
     return -1 if latest is None else latest["step"]
+
+
+GOOD_EDIT = '''
+def correct(example, completion):
+    return {"reward": float(completion.strip() == example["answer"]), "details": {"parse_status": "ok"}}
+
+
+def nonempty(example, completion):
+    return 1.0 if completion.strip() else 0.0
+
+
+WEIGHTS = {"correct": 1.0, "nonempty": 0.25}
+'''
+
+
+def test_reward_edits_apply_at_the_next_step_and_bad_ones_are_rejected(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "edit.db"
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless", "--model",
+                             str(raw_tiny_model_dir), "--db", str(db), "--name", "edit", *_fast(eval_every=100)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        reader = _wait_for_run(db, "edit")
+        run_id = reader.run_by_name("edit")["id"]
+        status = lambda cid: {c["id"]: c for c in reader.commands(run_id)}[cid]["status"]  # noqa: E731
+        bad = send_command(db, run_id, "set_rewards", {"source": "def f(:\n", "weights": {}})
+        _wait(lambda: status(bad) != "pending")
+        good = send_command(db, run_id, "set_rewards",
+                            {"source": GOOD_EDIT, "weights": {"correct": 1.0, "nonempty": 0.25}})
+        _wait(lambda: status(good) != "pending")
+        applied_at = _last_step(reader, run_id)
+        _wait(lambda: _last_step(reader, run_id) >= applied_at + 2)
+        send_command(db, run_id, "stop")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    commands = {c["id"]: c for c in reader.commands(run_id)}
+    assert commands[bad]["status"] == "rejected" and "line 1" in commands[bad]["message"]
+    assert commands[good]["status"] == "applied"
+    versions = reader.reward_versions(run_id)
+    assert [v["version"] for v in versions] == [1, 2] and "nonempty" in versions[1]["source"]
+    edit = [e for e in reader.events(run_id) if e["kind"] == "reward_edit"]
+    assert len(edit) == 1 and edit[0]["payload"]["version"] == 2
+    later = reader.group(reader.groups_of_step(run_id, edit[0]["step"])[0]["id"])["trajectories"]
+    assert {t["reward_version"] for t in later} == {2}
+    assert all("nonempty" in t["components"] for t in later)
