@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -205,3 +206,17 @@ def test_reward_edits_apply_at_the_next_step_and_bad_ones_are_rejected(tmp_path,
     later = reader.group(reader.groups_of_step(run_id, edit[0]["step"])[0]["id"])["trajectories"]
     assert {t["reward_version"] for t in later} == {2}
     assert all("nonempty" in t["components"] for t in later)
+
+
+def test_lora_run_with_kl_checkpoints_and_resumes(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "lora.db"
+    small = dict(model=raw_tiny_model_dir, db=db, prompts_per_step=2, group_size=4, eval_size=5,
+                 lora_rank=4, beta=0.05, checkpoint_every=2, name="lora")
+    first = run(RunConfig(max_steps=2, **small))
+    assert first["status"] == "finished"
+    checkpoint = StoreReader(db).checkpoints(first["run_id"])[-1]["path"]
+    assert (Path(checkpoint) / "adapter").is_dir()  # the adapter, not a second full model
+    resumed = run(RunConfig(db=db, resume="lora", max_steps=4))
+    assert resumed["last_step"] == 4 and resumed["steps"] == 2
+    kl = [s["kl"] for s in StoreReader(db).step_series(first["run_id"]) if s.get("kl") is not None]
+    assert len(kl) == 4 and all(value >= 0 for value in kl)
