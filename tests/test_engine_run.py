@@ -30,6 +30,13 @@ def _rlab(*args, cwd, timeout=240, env=None):
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def _spawn_engine(cwd, model_dir, db, name) -> subprocess.Popen:
+    """The headless engine as its own process (no held-out eval during the run)."""
+    return subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless", "--model", str(model_dir),
+                             "--db", str(db), "--name", name, *_fast(eval_every=100)],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def _fast(**kw):
     base = dict(prompts_per_step=4, group_size=4, eval_size=20, eval_every=2, checkpoint_every=2)
     return [f"--{k.replace('_', '-')}={v}" for k, v in {**base, **kw}.items()]
@@ -71,9 +78,7 @@ def test_bad_input_gives_one_clear_line(tmp_path, args, message):
 
 def test_pause_step_resume_and_stop_through_the_control_table(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "ctl.db"
-    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless", "--model",
-                             str(raw_tiny_model_dir), "--db", str(db), "--name", "ctl", *_fast(eval_every=100)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "ctl")
     try:
         reader = _wait_for_run(db, "ctl")
         run_id = reader.run_by_name("ctl")["id"]
@@ -101,15 +106,12 @@ def test_pause_step_resume_and_stop_through_the_control_table(tmp_path, raw_tiny
 
 def test_sigkill_mid_run_then_resume_continues_the_step_numbers(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "kill.db"
-    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless", "--model",
-                             str(raw_tiny_model_dir), "--db", str(db), "--name", "victim",
-                             *_fast(eval_every=100)], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "victim")
     reader = _wait_for_run(db, "victim")
     run_id = reader.run_by_name("victim")["id"]
     _wait(lambda: _last_step(reader, run_id) >= 5)
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.communicate()
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
@@ -177,9 +179,7 @@ WEIGHTS = {"correct": 1.0, "nonempty": 0.25}
 
 def test_reward_edits_apply_at_the_next_step_and_bad_ones_are_rejected(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "edit.db"
-    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", "--headless", "--model",
-                             str(raw_tiny_model_dir), "--db", str(db), "--name", "edit", *_fast(eval_every=100)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "edit")
     try:
         reader = _wait_for_run(db, "edit")
         run_id = reader.run_by_name("edit")["id"]
