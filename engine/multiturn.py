@@ -245,11 +245,10 @@ def run_episodes(
     """
     if not examples:
         raise ValueError("run_episodes needs at least one example")
-    _check_options(max_turns, invalid_penalty)
-    envs = [make_env(example) for example in examples]
-    episodes = _start(envs, examples, system_prompt)
-    _play(policy, envs, episodes, max_turns, max_new_tokens, temperature, invalid_penalty)
-    return episodes
+    groups = run_groups(policy, make_env, examples, 1, max_turns=max_turns, max_new_tokens=max_new_tokens,
+                        temperature=temperature, invalid_penalty=invalid_penalty,
+                        system_prompt=system_prompt)
+    return [group[0] for group in groups]
 
 
 def _check_options(max_turns: int, invalid_penalty: float) -> None:
