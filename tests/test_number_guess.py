@@ -7,7 +7,8 @@ import pytest
 
 from engine.rubric import load_rubric
 from engine.tinymodel import build_tokenizer
-from scenarios.number_guess import EOS_TEXT, N, SCENARIO
+from scenarios.imitation import EOS_TEXT
+from scenarios.number_guess import N, SCENARIO
 from scenarios.number_guess.env import NumberGuessEnv
 from scenarios.number_guess.rewards import solved
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scenarios.imitation import imitation_pairs
+
 from scenarios.game2048.board import legal_moves, new_board, to_text
 from scenarios.game2048.env import Game2048Env
 
@@ -23,10 +25,6 @@ TRAIN_SIZE = 2000
 HELD_OUT_SEED = 20482048
 HELD_OUT_SIZE = 100
 SFT_EPISODES = 800
-#: The tiny model's EOS as text: its tokenizer maps it to the EOS token, so
-#: warm-start contexts match what its chat template renders during RL.
-EOS_TEXT = "</s>"
-
 SYSTEM_PROMPT = (
     "You play 2048 on a 4x4 board. The board is 4 rows joined by '/'; each cell "
     "is '.' (empty) or a digit k (hex, 1-f) meaning the tile 2**k. Reply with "
@@ -73,20 +71,11 @@ class Game2048:
 
         The context is the conversation so far as the tiny model sees it:
         the messages' contents concatenated, each assistant message followed
-        by :data:`EOS_TEXT`.
+        by ``scenarios.imitation.EOS_TEXT``.
         """
         rng = random.Random(f"sft-{seed}")  # not the stream that drew the seeds
-        pairs = []
-        for example in self.train_examples(seed)[:SFT_EPISODES]:
-            env = self.make_env(example)
-            observation, _ = env.reset(example)
-            context, done = observation[0]["content"], False
-            while not done:
-                action = rng.choice(legal_moves(env.board))
-                pairs.append((context, action))
-                observation, _, done, _ = env.step(action)
-                context += action + EOS_TEXT + observation[0]["content"]
-        return pairs
+        return imitation_pairs(self.make_env, self.train_examples(seed)[:SFT_EPISODES],
+                               lambda env: rng.choice(legal_moves(env.board)))
 
 
 SCENARIO = Game2048()

@@ -16,16 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scenarios.imitation import imitation_pairs
+
 from scenarios.number_guess.env import NumberGuessEnv, prompt_text
 
 N = 63
 MAX_TURNS = 6
 TRAIN_SIZE = 2000
 SFT_EPISODES = 1500
-#: The tiny model's EOS as text: its tokenizer maps it to the EOS token, so
-#: warm-start contexts match what its chat template renders during RL.
-EOS_TEXT = "</s>"
-
 SYSTEM_PROMPT = (
     f"Guess the secret integer in 1..{N}. Each user message shows the interval "
     "still possible, e.g. '33..63?', after 'higher' or 'lower' for your last "
@@ -69,20 +67,11 @@ class NumberGuess:
 
         The context is the conversation so far as the tiny model sees it:
         the messages' contents concatenated, each assistant message followed
-        by :data:`EOS_TEXT`. Only legal guesses are shown.
+        by ``scenarios.imitation.EOS_TEXT``. Only legal guesses are shown.
         """
         rng = random.Random(f"sft-{seed}")  # not the stream that drew the secrets
-        pairs = []
-        for example in self.train_examples(seed)[:SFT_EPISODES]:
-            env = self.make_env(example)
-            observation, _ = env.reset(example)
-            context, done = observation[0]["content"], False
-            while not done:
-                guess = str(rng.randint(env.lo, env.hi))
-                pairs.append((context, guess))
-                observation, _, done, _ = env.step(guess)
-                context += guess + EOS_TEXT + observation[0]["content"]
-        return pairs
+        return imitation_pairs(self.make_env, self.train_examples(seed)[:SFT_EPISODES],
+                               lambda env: str(rng.randint(env.lo, env.hi)))
 
 
 SCENARIO = NumberGuess()
