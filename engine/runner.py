@@ -9,6 +9,7 @@ greedy eval and a checkpoint; 8. read commands, pause here if asked.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import shutil
@@ -34,6 +35,7 @@ from engine.advantages import group_stats
 from engine.tinymodel import ensure_tiny_model
 from engine.trainer import TrainConfig, Trainer
 from scenarios import get_scenario
+from store.export import resolve_run
 from store.reader import StoreReader
 from store.writer import StoreWriter
 
@@ -61,6 +63,11 @@ class Session:
     first_step: int
     rng: random.Random
     sampler: object
+
+    @functools.cached_property
+    def train_examples(self) -> list[dict]:
+        """The train split, built once per run: every step samples from it."""
+        return self.scenario.train_examples(self.config.seed)
 
 
 def _model_dir(config: RunConfig, scenario) -> Path:
@@ -141,16 +148,9 @@ def _train_config(config: RunConfig) -> TrainConfig:
                        max_grad_norm=config.max_grad_norm, temperature=config.temperature)
 
 
-def _find_run(reader, db: Path, ref: str) -> dict:
-    found = reader.run_by_name(ref) or (reader.run(int(ref)) if ref.isdigit() else None)
-    if found is None:
-        raise KeyError(f"no run {ref!r} in {db}; list them with `rlab runs --db {db}`")
-    return found
-
-
 def _resume(config: RunConfig, writer: StoreWriter) -> Session:
     reader = StoreReader(config.db)
-    found = _find_run(reader, config.db, config.resume)
+    found = resolve_run(reader, config.resume)
     info = writer.resume_run(found["id"])
     stored = info["config"]
     saved = RunConfig.model_validate({k: v for k, v in stored.items() if k in RunConfig.model_fields})
@@ -232,7 +232,7 @@ def _step_metrics(batch: StepBatch, train: dict, seconds: float, version: int) -
         "step_seconds": seconds,
         "reward_errors": batch.errors,
         "reward_version": version,
-        **{k: v for k, v in train.items()},
+        **train,
         **batch.extra,
     })
     return metrics
@@ -241,8 +241,7 @@ def _step_metrics(batch: StepBatch, train: dict, seconds: float, version: int) -
 def one_step(session: Session, controller: Controller, step: int) -> dict:
     """Run engine step ``step``; return its metrics."""
     t0 = time.perf_counter()
-    examples = session.rng.sample(session.scenario.train_examples(session.config.seed),
-                                  session.config.prompts_per_step)
+    examples = session.rng.sample(session.train_examples, session.config.prompts_per_step)
     batch = session.rollout.collect(examples, session.rubric, session.reward_version)
     group_ids = []
     for group in batch.groups:

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from engine.policy import Policy
+from engine.rubric import load_rubric
 
 #: Bump when the recipe changes, so stale cached models are rebuilt.
 RECIPE_VERSION = 1
@@ -133,6 +134,7 @@ def warm_start(scenario, *, seed: int, target: float | None, max_steps: int = 40
     policy = Policy(model, tokenizer, "cpu")
     pairs = scenario.sft_pairs(seed)
     probe = scenario.train_examples(seed)[:200]
+    rubric = load_rubric(scenario.reward_file)
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     bar = tqdm(total=max_steps, desc="building tiny model", file=sys.stderr, unit="step")
@@ -144,7 +146,7 @@ def warm_start(scenario, *, seed: int, target: float | None, max_steps: int = 40
         optimizer.step()
         bar.update(1)
         if target is not None and step % 50 == 0:
-            score = probe_pass_at_1(policy, scenario, probe)
+            score = probe_pass_at_1(policy, scenario, probe, rubric)
             bar.set_postfix(loss=f"{loss.item():.3f}", probe_pass_at_1=f"{score:.2f}")
             if score >= target:
                 break
@@ -170,22 +172,10 @@ def _sft_loss(policy: Policy, pairs: list[tuple[str, str]]) -> torch.Tensor:
     return (nll * mask[:, 1:]).sum() / mask[:, 1:].sum()
 
 
-def probe_pass_at_1(policy: Policy, scenario, examples: list[dict]) -> float:
-    """Greedy pass@1 of ``policy`` on ``examples`` under the scenario's rubric.
+def probe_pass_at_1(policy: Policy, scenario, examples: list[dict], rubric) -> float:
+    """Greedy pass@1 of ``policy`` on ``examples``: the run's own held-out
+    evaluation (``engine.rollout``), with an 8-token budget per turn."""
+    from engine.config import RunConfig
+    from engine.rollout import make_rollout
 
-    Multi-step scenarios play one greedy episode per example and count an
-    episode as passed when its rubric reward is >= 1.
-    """
-    from engine.multiturn import run_episodes
-    from engine.rubric import load_rubric
-
-    rubric = load_rubric(scenario.reward_file)
-    if scenario.multi_step:
-        episodes = run_episodes(policy, scenario.make_env, examples, max_turns=scenario.max_turns,
-                                max_new_tokens=4, temperature=0)
-        completions = [ep.messages for ep in episodes]
-    else:
-        prompts = [policy.render([{"role": "user", "content": ex["prompt"]}]) for ex in examples]
-        completions = [s.text for s in policy.sample(prompts, max_new_tokens=8, temperature=0.0)]
-    results = rubric.score_group(examples, completions)
-    return sum(r.reward >= 1.0 for r in results) / len(examples)
+    return make_rollout(policy, scenario, RunConfig(max_new_tokens=8)).evaluate(examples, rubric)

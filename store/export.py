@@ -61,7 +61,7 @@ def resolve_run(reader: StoreReader, run: int | str) -> dict:
         row = reader.run(int(run))
     if row is None:
         raise KeyError(f"no run named or numbered {run!r} in {reader.path}; "
-                       "list them with `rlab runs`")
+                       f"list them with `rlab runs --db {reader.path}`")
     return row
 
 

@@ -157,18 +157,13 @@ def _tui_with_engine(args: argparse.Namespace, config: RunConfig) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from store.export import resolve_run
     from store.reader import StoreReader
     from tui.app import RolloutLabApp
 
     if not args.db.is_file():
         raise FileNotFoundError(f"no run file at {args.db}; pass --db PATH (start one with `rlab`)")
-    run_id = None
-    if args.run is not None:
-        reader = StoreReader(args.db)
-        found = reader.run_by_name(args.run) or (reader.run(int(args.run)) if args.run.isdigit() else None)
-        if found is None:
-            raise KeyError(f"no run {args.run!r} in {args.db}; list them with `rlab runs --db {args.db}`")
-        run_id = found["id"]
+    run_id = None if args.run is None else resolve_run(StoreReader(args.db), args.run)["id"]
     RolloutLabApp(args.db, run_id=run_id).run()
     return 0
 
