@@ -11,9 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from store.records import COMMAND_KINDS
 from store.writer import StoreWriter
-
-KINDS = ("pause", "resume", "step", "stop", "set_rewards")
 
 
 @dataclass
@@ -49,8 +48,8 @@ class Controller:
                 self.writer.resolve_command(self.pending_rewards[0], "rejected", "superseded by a newer edit")
             self.pending_rewards = (cid, command.get("payload") or {})
             return
-        if kind not in KINDS:
-            self.writer.resolve_command(cid, "rejected", f"unknown command {kind!r}; use one of {', '.join(KINDS)}")
+        if kind not in COMMAND_KINDS:
+            self.writer.resolve_command(cid, "rejected", f"unknown command {kind!r}; use one of {', '.join(COMMAND_KINDS)}")
             return
         if kind == "stop":
             self.stop = True
