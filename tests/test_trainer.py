@@ -42,6 +42,21 @@ def test_padded_batch_gives_the_unpadded_logprobs(policy):
         assert got == pytest.approx(sample.old_logprobs, abs=1e-4)
 
 
+def test_entropies_match_the_full_softmax_at_the_sampling_temperature(policy):
+    """The blockwise entropy (no (B, T, V) log-softmax kept) equals the textbook one."""
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=0.7))
+    samples = [_sample(policy, f"{a}+{a}=", str(2 * a), 1.0) for a in range(1, 12)]  # > one entropy block
+    batch = _collate(samples, policy.pad_id, "cpu")
+    with torch.no_grad():
+        logp, entropy = trainer._token_logprobs(policy.model, batch, with_entropy=True)
+        width = batch["completion_ids"].shape[1]
+        logits = policy.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                              position_ids=batch["position_ids"]).logits[:, -width - 1:-1] / 0.7
+    reference = torch.log_softmax(logits, -1)
+    assert torch.allclose(entropy, -(reference.exp() * reference).sum(-1), atol=1e-5)
+    assert torch.allclose(logp, reference.gather(-1, batch["completion_ids"][..., None]).squeeze(-1), atol=1e-5)
+
+
 def test_advantage_sign_moves_the_completion_probability(policy):
     up = _sample(policy, "12+34=", "46", 1.0)
     down = _sample(policy, "12+34=", "99", -1.0)
