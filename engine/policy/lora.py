@@ -8,12 +8,16 @@ reference is the same network with the adapter switched off
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
 from pydantic import BaseModel, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 
 class LoraError(ValueError):
@@ -52,7 +56,7 @@ class LoraSettings(BaseModel):
         return self
 
 
-def apply_lora(model, settings: LoraSettings) -> PeftModel:
+def apply_lora(model, settings: LoraSettings) -> "PeftModel":
     """Wrap ``model`` (a ``transformers`` causal LM) with a trainable LoRA adapter.
 
     The base weights are frozen (``requires_grad=False``); the adapter's B
@@ -69,6 +73,10 @@ def apply_lora(model, settings: LoraSettings) -> PeftModel:
             f"LoRA target modules {missing} match no linear layer of this model; "
             f"pass --lora-targets with names from: {', '.join(_linear_names(model))}"
         )
+    # peft is imported here, not at module level: it pulls in torch.distributed
+    # and torch._dynamo (seconds at start-up) that a full-weight run never uses.
+    from peft import LoraConfig, get_peft_model
+
     config = LoraConfig(
         r=settings.rank,
         lora_alpha=settings.alpha,  # type: ignore[arg-type]  # peft annotates int; it scales by alpha / r as a float
@@ -94,7 +102,10 @@ def _has_linear(model, target: str) -> bool:
 
 def is_lora(model) -> bool:
     """True when ``model`` is a ``peft`` model carrying an adapter."""
-    return isinstance(model, PeftModel)
+    # Without peft imported no peft model can exist; asking sys.modules keeps
+    # full-weight runs from importing it.
+    peft = sys.modules.get("peft")
+    return peft is not None and isinstance(model, peft.PeftModel)
 
 
 @contextlib.contextmanager

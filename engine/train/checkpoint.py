@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft.utils import load_peft_weights, set_peft_model_state_dict
 from transformers import AutoModelForCausalLM
 
 from rlab.engine.policy.lora import is_lora
@@ -123,6 +122,8 @@ def _load_weights(directory: Path, model) -> None:
                 f"{directory} holds no LoRA adapter (it was saved without LoRA); "
                 "resume with the same --lora-rank"
             )
+        from peft.utils import load_peft_weights, set_peft_model_state_dict  # a LoRA model: peft is loaded
+
         weights = load_peft_weights(str(directory / ADAPTER_DIR), device=str(device))
         misfit = (f"the adapter in {directory} does not fit the model; resume with the same base model, "
                   "--lora-rank and --lora-targets")
