@@ -1,9 +1,10 @@
-"""The headless summary's eval_curve: every held-out eval against seconds of training."""
+"""The headless summary's eval_curve (every held-out eval against seconds of training) and the
+learning-rate horizon those seconds are trained under."""
 
 from __future__ import annotations
 
 from rlab.engine.config import RunConfig
-from rlab.engine.step import run
+from rlab.engine.step import budget_fraction, run
 
 
 def test_eval_curve_has_every_held_out_eval_from_zero(tmp_path, raw_tiny_model_dir):
@@ -16,3 +17,14 @@ def test_eval_curve_has_every_held_out_eval_from_zero(tmp_path, raw_tiny_model_d
     seconds = [t for t, _ in curve]
     assert seconds == sorted(seconds) and 0 < seconds[-1] <= summary["seconds"]
     assert all(0.0 <= p <= 1.0 for _, p in curve)
+
+
+def test_the_learning_rate_anneals_over_the_budget_or_the_decay_horizon():
+    """Linear decay over max_steps/max_seconds; with no budget over lr_decay_steps, then held."""
+    assert budget_fraction(RunConfig(max_steps=100), 51, 0.0) == 0.5
+    assert budget_fraction(RunConfig(max_seconds=10.0), 1, 5.0) == 0.5
+    open_ended = RunConfig(lr_decay_steps=200)
+    assert budget_fraction(open_ended, 101, 1e6) == 0.5  # seconds do not count without a budget
+    assert budget_fraction(open_ended, 5000, 0.0) == 1.0
+    assert budget_fraction(RunConfig(max_steps=1000, lr_decay_steps=10), 501, 0.0) == 0.5  # the budget wins
+    assert budget_fraction(RunConfig(lr_decay_steps=None), 5000, 1e6) == 0.0
