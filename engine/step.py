@@ -230,16 +230,15 @@ def _budget_spent(config: RunConfig, step: int, elapsed_s: float) -> bool:
 def budget_fraction(config: RunConfig, step: int, elapsed_s: float) -> float:
     """How much of the run's budget (max_steps and/or max_seconds) is used, in [0, 1].
 
-    Without a budget the horizon is ``lr_decay_steps`` (so an open-ended run,
-    like the TUI's default one, still anneals its learning rate); 0 when that
-    is None too: the learning rate then stays constant.
+    Without a budget the horizon is ``lr_decay_steps``, so an open-ended run
+    (the TUI's default one) still anneals its learning rate.
     """
     parts = []
     if config.max_steps:
         parts.append((step - 1) / config.max_steps)
     if config.max_seconds:
         parts.append(elapsed_s / config.max_seconds)
-    if not parts and config.lr_decay_steps:
+    if not parts:
         parts.append((step - 1) / config.lr_decay_steps)
     return min(max(parts, default=0.0), 1.0)
 

@@ -27,4 +27,3 @@ def test_the_learning_rate_anneals_over_the_budget_or_the_decay_horizon():
     assert budget_fraction(open_ended, 101, 1e6) == 0.5  # seconds do not count without a budget
     assert budget_fraction(open_ended, 5000, 0.0) == 1.0
     assert budget_fraction(RunConfig(max_steps=1000, lr_decay_steps=10), 501, 0.0) == 0.5  # the budget wins
-    assert budget_fraction(RunConfig(lr_decay_steps=None), 5000, 1e6) == 0.0
