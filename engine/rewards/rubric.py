@@ -660,7 +660,7 @@ def _weighted_steps(weighted: list[tuple[float, StepRewards]]) -> StepRewards:
     length), else a dict by turn index."""
     if all(isinstance(s, list) for _, s in weighted):
         n = len(weighted[0][1])
-        return [sum(w * s[t] for w, s in weighted) for t in range(n)]  # type: ignore[index]
+        return [sum(w * s[t] for w, s in weighted) for t in range(n)]
     total: dict[int, float] = {}
     for w, steps in weighted:
         pairs = enumerate(steps) if isinstance(steps, list) else steps.items()

@@ -35,6 +35,8 @@ from rlab.store.stepstats import reward_stats
 
 MODES = ("mean_norm", "mean_std_norm")
 SCALES = ("std", "none")
+#: Per episode, its per-turn rewards: lists of floats or (T_i,) float arrays.
+TurnRewards = Sequence[Sequence[float]] | Sequence[np.ndarray]
 
 
 # --------------------------------------------------------------------------
@@ -224,7 +226,7 @@ class GiGPOResult:
 
 
 def gigpo(
-    step_rewards: Sequence[Sequence[float]],
+    step_rewards: TurnRewards,
     state_keys: Sequence[Sequence[Hashable]],
     *,
     gamma: float = 0.95,
@@ -475,7 +477,7 @@ def _normalise(values: np.ndarray, labels: np.ndarray, mode: str, eps: float) ->
 # One step's rollouts -> per-turn advantages
 
 
-def gigpo_group(episodes: Sequence[Trajectory], turn_rewards: Sequence[Sequence[float]] | None = None,
+def gigpo_group(episodes: Sequence[Trajectory], turn_rewards: TurnRewards | None = None,
                 **options: Any) -> GiGPOResult:
     """GiGPO advantages of one group of episodes (``options`` go to :func:`gigpo`).
 
@@ -485,11 +487,11 @@ def gigpo_group(episodes: Sequence[Trajectory], turn_rewards: Sequence[Sequence[
     Raises:
         ValueError: an episode with no turns, or bad ``options`` (see gigpo).
     """
-    rewards = [ep.step_rewards for ep in episodes] if turn_rewards is None else turn_rewards
+    rewards: TurnRewards = [ep.step_rewards for ep in episodes] if turn_rewards is None else turn_rewards
     return gigpo(rewards, [ep.state_keys for ep in episodes], **options)
 
 
-def batch_advantages(groups: Sequence[Sequence[Trajectory]], turn_rewards: Sequence[Sequence[float]] | None = None,
+def batch_advantages(groups: Sequence[Sequence[Trajectory]], turn_rewards: TurnRewards | None = None,
                      **options: Any) -> GiGPOResult:
     """GiGPO advantages of many groups in one vectorised call (:func:`gigpo_batch`).
 
@@ -502,7 +504,7 @@ def batch_advantages(groups: Sequence[Sequence[Trajectory]], turn_rewards: Seque
         ValueError: an episode with no turns, or bad ``options`` (see gigpo).
     """
     episodes = [ep for group in groups for ep in group]
-    rewards = [ep.step_rewards for ep in episodes] if turn_rewards is None else turn_rewards
+    rewards: TurnRewards = [ep.step_rewards for ep in episodes] if turn_rewards is None else turn_rewards
     return gigpo_batch(
         np.concatenate([np.asarray(r, dtype=np.float64) for r in rewards]) if rewards else np.zeros(0),
         [len(ep.turns) for ep in episodes],
