@@ -1,17 +1,17 @@
 """Multi-step benchmarks: step speed (one sequence per episode vs one sample per turn)
 and GiGPO vs GRPO learning curves. Both print JSON.
 
-    python tests/bench/multistep.py speed [--steps 4] [--prompts-per-step 8]
+    python tests/bench/multistep.py speed [--repeats 3] [--prompts-per-step 8]
     python tests/bench/multistep.py curves [--scenario maze] [--seeds 0 1 2] [--max-steps 60]
                                            [--db runs.db] [--parallel 2]
 
-``speed`` times engine steps of number_guess side by side in one process, on
-the same rollouts settings and seed: ``--train-unit turn`` (each turn its own
-trainer sample with its whole context, the engine before issue 16) and
-``--train-unit episode`` (each episode one sequence, observations masked out).
-The policy is the untrained tiny model (a warm start costs minutes) and the
-rubric rewards valid guesses, so every group has spread and every sample
-trains, as with a warm-started policy; random guessing plays all 6 turns.
+``speed`` times one number_guess step side by side in one process, on the
+same rollouts: the update with each turn its own trainer sample with its
+whole context (``--train-unit turn``, the engine before issue 16) and with
+each episode one sequence, observations masked out (the default). The
+policy is the untrained tiny model (a warm start costs many minutes on a
+loaded machine) and the rubric rewards valid guesses, so groups have spread;
+random guessing plays all 6 turns.
 
 ``curves`` runs the headless engine once per method and seed (same seeds for
 both methods, a fixed step budget) on one tiny policy warm-started for the
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import copy
 import json
 import os
 import statistics
@@ -45,10 +46,12 @@ from transformers import LlamaForCausalLM  # noqa: E402
 from rlab.engine.config import RunConfig  # noqa: E402
 from rlab.engine.policy.tiny import build_config, build_tokenizer, ensure_tiny_model  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
+from rlab.engine.rewards.scoring import score  # noqa: E402
+from rlab.engine.rollout.batch import to_batch  # noqa: E402
 from rlab.engine.session import start  # noqa: E402
-from rlab.engine.step import train_step  # noqa: E402
+from rlab.engine.train.advantages import rollout_advantages  # noqa: E402
+from rlab.engine.train.trainer import TrainConfig, Trainer  # noqa: E402
 from rlab.scenarios import get_scenario  # noqa: E402
-from rlab.store.control import Controller  # noqa: E402
 from rlab.store.reader import StoreReader  # noqa: E402
 
 VALID_GUESSES = '''
@@ -70,40 +73,65 @@ def raw_model(folder: Path) -> Path:
     return folder
 
 
-def time_steps(unit: str, args: argparse.Namespace, tmp: Path, model: Path, rewards: Path) -> dict:
-    """Seconds of each engine step with ``--train-unit unit``, in this process."""
-    config = RunConfig(scenario="number_guess", model=model, db=tmp / f"speed-{unit}.db", name=f"speed-{unit}",
-                       seed=args.seed, prompts_per_step=args.prompts_per_step, group_size=args.group_size,
-                       train_unit=unit, eval_size=1)
-    session = start(config)
-    session.use_rubric(load_rubric(rewards))
-    controller = Controller(session.writer, session.run_id)
-    seconds, samples = [], []
-    try:
-        for step in range(1, args.steps + 1):
-            t0 = time.perf_counter()
-            metrics = train_step(session, controller, step)
-            seconds.append(time.perf_counter() - t0)
-            samples.append(metrics["trained_samples"])
-    finally:
-        session.scoring.close()
-        session.writer.close()
-    timed = seconds[1:] or seconds  # the first step pays one-off costs (allocator, caches)
-    return {"step_seconds": [round(s, 3) for s in seconds], "mean_step_seconds": round(statistics.mean(timed), 3),
-            "trained_samples_per_update": samples}
+def _timed(fn):
+    """(seconds, fn())."""
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
 
 
 def speed(args: argparse.Namespace) -> dict:
+    """One number_guess step's parts, timed side by side on the same rollouts.
+
+    The rollout and scoring are played once; then the update (``num_iterations``
+    clipped policy-gradient steps) runs on per-turn samples and on one
+    sequence per episode, alternately ``--repeats`` times, each from the same
+    weights, so both layouts see the same machine load. A step is rollout +
+    scoring + update: before = with per-turn samples, after = one sequence
+    per episode.
+    """
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        model = raw_model(tmp / "model")
         rewards = tmp / "rewards.py"
         rewards.write_text(VALID_GUESSES)
-        units = {unit: time_steps(unit, args, tmp, model, rewards) for unit in ("turn", "episode")}
-    ratio = units["turn"]["mean_step_seconds"] / units["episode"]["mean_step_seconds"]
-    return {"bench": "multistep-speed", "scenario": "number_guess", "steps": args.steps,
+        config = RunConfig(scenario="number_guess", model=raw_model(tmp / "model"), db=tmp / "speed.db",
+                           seed=args.seed, prompts_per_step=args.prompts_per_step, group_size=args.group_size,
+                           advantage="gigpo", store=False)
+        session = start(config)
+        try:
+            examples = session.rng.sample(session.train_examples, config.prompts_per_step)
+            rollout_s, rollouts = _timed(lambda: session.rollout.play(examples))
+            score_s, scored = _timed(lambda: score(rollouts, load_rubric(rewards)))
+        finally:
+            session.scoring.close()
+    advantages = rollout_advantages(rollouts, scored.rewards, scored.errored_groups, method="gigpo",
+                                    turn_rewards=scored.turn_rewards)
+    layouts = {"turn": to_batch(rollouts, scored, advantages, 1, per_turn=True).samples,
+               "episode": to_batch(rollouts, scored, advantages, 1).samples}
+    model = session.policy.model
+    weights = copy.deepcopy(model.state_dict())
+    update_s: dict[str, list[float]] = {"turn": [], "episode": []}
+    metrics: dict[str, dict[str, float]] = {}
+    for _ in range(args.repeats):
+        for unit, samples in layouts.items():
+            model.load_state_dict(weights)
+            trainer = Trainer(model, session.policy.pad_id, TrainConfig.from_run(config))
+            seconds, metrics[unit] = _timed(lambda: trainer.step(samples))
+            update_s[unit].append(seconds)
+    update = {unit: statistics.median(values) for unit, values in update_s.items()}
+    step = {unit: rollout_s + score_s + update[unit] for unit in update}
+    return {"bench": "multistep-speed", "scenario": "number_guess", "policy": "untrained tiny model",
             "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
-            "torch_threads": torch.get_num_threads(), **units, "speedup": round(ratio, 2)}
+            "num_iterations": config.num_iterations, "torch_threads": torch.get_num_threads(),
+            "turns": sum(len(t.turns) for t in rollouts.trajectories()),
+            "samples": {unit: len(samples) for unit, samples in layouts.items()},
+            "trained_samples": {unit: m["trained_samples"] for unit, m in metrics.items()},
+            "loss": {unit: m["loss"] for unit, m in metrics.items()},
+            "rollout_seconds": round(rollout_s, 3), "score_seconds": round(score_s, 3),
+            "update_seconds": {unit: [round(v, 3) for v in values] for unit, values in update_s.items()},
+            "step_seconds": {unit: round(v, 3) for unit, v in step.items()},
+            "update_speedup": round(update["turn"] / update["episode"], 2),
+            "step_speedup": round(step["turn"] / step["episode"], 2)}
 
 
 def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: Path) -> dict:
@@ -112,7 +140,8 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
     cmd = [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario", args.scenario,
            "--model", str(model), "--advantage", method, "--seed", str(seed), "--max-steps", str(args.max_steps),
            "--eval-every", str(args.eval_every), "--prompts-per-step", str(args.prompts_per_step),
-           "--group-size", str(args.group_size), "--lr", str(args.lr), "--db", str(db), "--name", name]
+           "--group-size", str(args.group_size), "--lr", str(args.lr), "--lr-warmup-steps", str(args.warmup),
+           "--db", str(db), "--name", name]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     t0 = time.perf_counter()
     done = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, env=env, cwd=db.parent)
@@ -157,7 +186,7 @@ def curves(args: argparse.Namespace) -> dict:
                            "initial_success": mine[0]["success_initial"] if mine else None, "runs": mine}
     return {"bench": "multistep-curves", "scenario": args.scenario, "seeds": args.seeds,
             "max_steps": args.max_steps, "eval_every": args.eval_every, "prompts_per_step": args.prompts_per_step,
-            "group_size": args.group_size, "lr": args.lr, "parallel": args.parallel, "threads_per_run": args.threads,
+            "group_size": args.group_size, "lr": args.lr, "warmup": args.warmup, "parallel": args.parallel, "threads_per_run": args.threads,
             "tiny_model_build_s": round(build_s, 1), "db": str(db), **methods}
 
 
@@ -165,7 +194,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="bench", required=True)
     fast = sub.add_parser("speed", help="number_guess step seconds: one sequence per episode vs per turn")
-    fast.add_argument("--steps", type=int, default=4)
+    fast.add_argument("--repeats", type=int, default=3, help="updates timed per layout (median)")
     fast.add_argument("--seed", type=int, default=0)
     fast.add_argument("--prompts-per-step", type=int, default=8)
     fast.add_argument("--group-size", type=int, default=8)
@@ -177,6 +206,7 @@ def main() -> None:
     learn.add_argument("--prompts-per-step", type=int, default=8)
     learn.add_argument("--group-size", type=int, default=8)
     learn.add_argument("--lr", type=float, default=5e-4)
+    learn.add_argument("--warmup", type=int, default=2, help="learning-rate warm-up steps")
     learn.add_argument("--db", default=None, help="run file to keep (default: a temporary one)")
     learn.add_argument("--parallel", type=int, default=2, help="runs at once")
     learn.add_argument("--threads", type=int, default=1, help="torch threads per run")
