@@ -51,6 +51,9 @@ class RunConfig(BaseModel):
     omega: float = Field(1.0, ge=0, description="GiGPO weight of the step-level advantage")
     gigpo_mode: Literal["mean_norm", "mean_std_norm"] = Field(
         "mean_norm", description="GiGPO normalisation: mean only, or mean and std")
+    train_unit: Literal["episode", "turn"] = Field(
+        "episode", description="multi-step: train each episode as one sequence, or each turn as its own "
+        "sample (the same loss, several times the compute; for comparison)")
 
     lr: float = Field(5e-4, gt=0, le=1, description="learning rate (AdamW; above 1 every model diverges)")
     lr_final_ratio: float = Field(0.1, ge=0, le=1, description="linear decay to lr * ratio over the budget")

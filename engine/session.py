@@ -133,7 +133,7 @@ def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> _Parts:
     """Policy (with LoRA if asked), trainer, sampler (hf or vLLM), rollout and judge.
 
     Raises:
-        ValueError: --backend vllm without LoRA; a judge on a multi-step scenario.
+        ValueError: --backend vllm without LoRA.
         rlab.engine.policy.vllm.VLLMError: the vLLM server cannot be reached.
     """
     policy = Policy.load(model_dir, config.device or default_device())
@@ -151,9 +151,6 @@ def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> _Parts:
         vllm.served_models()  # fail fast, with the fix, when the server is not there
     judge = None
     if config.judge is not None:
-        if scenario.multi_step:
-            raise ValueError(f"--judge-model: the judge does not score multi-step episodes yet; "
-                             f"run {scenario.name} without the judge")
         judge = config.judge.build(rubric=scenario.judge_rubric)
     rollout = Rollout(vllm or policy, scenario, config, tokenizer=policy.tokenizer)
     return _Parts(policy, vllm, trainer, rollout, judge)

@@ -113,8 +113,9 @@ def train_step(session: Session, controller: Controller, step: int) -> dict[str,
     rollouts = session.rollout.play(examples)
     scored = score(rollouts, session.rubric, session.judge, cfg.judge.weight if cfg.judge else 1.0)
     advantages = rollout_advantages(rollouts, scored.rewards, skip=scored.judge_failed | scored.errored_groups,
-                                    method=cfg.advantage, gamma=cfg.gamma, omega=cfg.omega, mode=cfg.gigpo_mode)
-    batch = to_batch(rollouts, scored, advantages, session.reward_version)
+                                    method=cfg.advantage, turn_rewards=scored.turn_rewards, gamma=cfg.gamma,
+                                    omega=cfg.omega, mode=cfg.gigpo_mode)
+    batch = to_batch(rollouts, scored, advantages, session.reward_version, per_turn=cfg.train_unit == "turn")
     session.recent_groups = batch.groups[-CHECK_GROUPS:]
     group_ids = _store_groups(session, controller, step, batch)
     _record_judge(session, controller, step, scored, group_ids)

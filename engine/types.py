@@ -49,19 +49,43 @@ class Sample:
 
 @dataclass
 class TrainSample:
-    """One policy-gradient unit: a context, the tokens to train, an advantage.
+    """One policy-gradient unit: a context, then tokens of which some are trained.
 
-    ``prompt_ids`` is everything before the trained tokens: the rendered
-    prompt of a single-turn trajectory, or the whole conversation before an
-    assistant turn of a multi-step one, so only that turn's assistant tokens
-    are trained. ``old_logprobs`` (nats, one per completion token) come from
-    the sampling policy and form the denominator of the importance ratio.
+    ``prompt_ids`` is the context before the first trained token (the
+    rendered prompt of a single-turn trajectory, or an episode's
+    conversation before its first assistant turn). ``completion_ids`` is
+    every token after it: a completion, or an episode's assistant turns with
+    the observations between them (one forward pass for the whole episode).
+    ``old_logprobs`` (nats, one per completion token) come from the sampling
+    policy and form the denominator of the importance ratio (0 where not
+    trained). ``advantage`` applies to every trained token unless
+    ``token_advantages`` (one float per completion token) gives each its own
+    (GiGPO: each turn's A^E + omega A^S on that turn's tokens).
+    ``loss_mask`` (one 0/1 per completion token) marks the trained,
+    assistant-sampled tokens; None trains every completion token.
     """
 
     prompt_ids: list[int]
     completion_ids: list[int]
     old_logprobs: list[float]
-    advantage: float
+    advantage: float = 0.0
+    token_advantages: list[float] | None = None
+    loss_mask: list[float] | None = None
+
+    def advantages(self) -> list[float]:
+        """Per completion token, its advantage."""
+        if self.token_advantages is not None:
+            return self.token_advantages
+        return [self.advantage] * len(self.completion_ids)
+
+    def mask(self) -> list[float]:
+        """Per completion token, 1.0 when it is trained, else 0.0."""
+        return self.loss_mask if self.loss_mask is not None else [1.0] * len(self.completion_ids)
+
+    @property
+    def has_signal(self) -> bool:
+        """Some trained token has a non-zero advantage (else the sample adds no policy gradient)."""
+        return any(a != 0.0 and m for a, m in zip(self.advantages(), self.mask()))
 
 
 @dataclass
@@ -215,7 +239,7 @@ class StepBatch:
     """What one step's rollouts produced, ready to store and train on.
 
     groups: store records, one per example. samples: trainer inputs (one per
-    turn; a single-turn trajectory has one). rewards: (P, G) float64, the
+    trajectory: a multi-step episode trains as one sequence). rewards: (P, G) float64, the
     rewards the advantages were computed from. lengths: completion tokens
     per trajectory. errors / first_error: reward-function errors this step.
     metrics: extra per-step metrics (judge, GiGPO, episodes).

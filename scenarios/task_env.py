@@ -54,10 +54,10 @@ def load_module(path: Path, role: str):
     return module
 
 
-def load_env_factory(base: Path, ref: str, where: str,
-                     system_prompt: str | None = None) -> Callable[[dict[str, Any]], UserEnv]:
+def load_env_factory(base: Path, ref: str, where: str) -> Callable[[dict[str, Any]], UserEnv]:
     """``example -> UserEnv`` for ``ref = "env.py:ClassName"`` (file relative to ``base``);
-    the task's ``system_prompt`` opens every episode.
+    the engine opens every episode with the task's ``system_prompt``, as for
+    the built-in scenarios.
 
     Raises:
         TaskError: a malformed ``ref``, a missing file or class, or a class
@@ -76,7 +76,7 @@ def load_env_factory(base: Path, ref: str, where: str,
     if missing:
         raise TaskError(f"{where}: env class {class_name} lacks {', '.join(missing)}; see docs/tasks.md "
                         "for the protocol (reset(example, seed), step(text), state_key())")
-    return lambda example: UserEnv(cls(), system_prompt)
+    return lambda example: UserEnv(cls())
 
 
 def example_seed(example: dict[str, Any]) -> int:
@@ -93,13 +93,11 @@ def _messages(observation: Any) -> list[dict[str, Any]]:
 class UserEnv:
     """A user environment behind the engine's ``Env`` protocol.
 
-    ``invalid`` follows ``info["invalid"]`` of the last step; a
-    ``system_prompt`` is the first message of the episode.
+    ``invalid`` follows ``info["invalid"]`` of the last step.
     """
 
-    def __init__(self, env: Any, system_prompt: str | None = None):
+    def __init__(self, env: Any):
         self.env = env
-        self.head = [{"role": "system", "content": system_prompt}] if system_prompt else []
         self.invalid = False
 
     def reset(self, example: dict[str, Any]) -> tuple[list[dict[str, Any]], Hashable]:
@@ -108,7 +106,7 @@ class UserEnv:
         if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
             observation = observation[0]  # gymnasium's (observation, info)
         self.invalid = False
-        return self.head + _messages(observation), state_key_of(self.env.state_key())
+        return _messages(observation), state_key_of(self.env.state_key())
 
     def step(self, action: str) -> tuple[list[dict[str, Any]], float, bool, Hashable]:
         """One assistant turn: (observation messages, reward, done, state key)."""

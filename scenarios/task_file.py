@@ -194,7 +194,7 @@ def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
     if spec.env is not None:
         from rlab.scenarios.task_env import load_env_factory
 
-        factory = load_env_factory(base, spec.env, where, spec.system_prompt)
+        factory = load_env_factory(base, spec.env, where)
     name = spec.name or (base.name if Path(where).name == "task.toml" else Path(where).stem)
     return TaskScenario(name=name, system_prompt=spec.system_prompt, reward_file=rewards, train=train,
                         eval=held_out, dataset_info=info, max_new_tokens=spec.max_new_tokens,

@@ -154,5 +154,5 @@ def test_rubric_scores_max_tile_and_legality():
     assert legal_moves_score({}, transcript)["reward"] == 0.5
     assert max_tile({}, [{"role": "user", "content": "hello"}])["details"]["parse_status"] == "no_board"
     rubric = load_rubric(SCENARIO.reward_file)
-    assert rubric.weights == {"max_tile": 1.0, "legal_moves": 0.0}
+    assert rubric.weights == {"max_tile": 1.0, "legal_moves": 0.0, "env_reward": 0.0}
     assert rubric.score_group([{}], [transcript])[0].reward == pytest.approx(4 / 11)

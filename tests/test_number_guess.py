@@ -83,6 +83,7 @@ def test_sft_pairs_replay_legal_play_as_the_tiny_model_sees_it():
         lo, hi = map(int, re.findall(r"(\d+)\.\.(\d+)\?", context)[-1])
         assert lo <= int(guess) <= hi
         assert context.count(EOS_TEXT) == len(re.findall(r"\d+\.\.\d+\?", context)) - 1
+        assert context.startswith(SCENARIO.system_prompt)  # the run's prompt opens every episode
     tokenizer = build_tokenizer()
     assert max(len(tokenizer.encode(c, add_special_tokens=False)) for c, _ in pairs) < 256
 
@@ -92,7 +93,7 @@ def test_sft_contexts_tokenize_like_the_chat_template_renders_the_episode():
     example = SCENARIO.train_examples(0)[0]
     pairs = SCENARIO.sft_pairs(0)
     env = SCENARIO.make_env(example)
-    messages = env.reset(example)[0]
+    messages = [{"role": "system", "content": SCENARIO.system_prompt}, *env.reset(example)[0]]  # as a run sends it
     first_episode = [pairs[0], *itertools.takewhile(lambda p: p[0] != pairs[0][0], pairs[1:])]
     assert len(first_episode) >= 2
     for context, guess in first_episode:
@@ -112,5 +113,5 @@ def test_rubric_scores_the_transcript():
     assert solved({}, lost)["details"]["parse_status"] == "lost" and solved({}, lost)["reward"] == 0.0
     assert solved({}, cut)["details"]["parse_status"] == "unfinished"
     rubric = load_rubric(SCENARIO.reward_file)
-    assert rubric.weights == {"solved": 1.0}
+    assert rubric.weights == {"solved": 1.0, "env_reward": 0.0}
     assert [r.reward for r in rubric.score_group([{}, {}], [won, lost])] == [1.0, 0.0]

@@ -74,3 +74,34 @@ async def test_other_scorer_is_refused_until_forced(evals):
         await pilot.press("f")
         await until(pilot, lambda: "FORCED" in str(paired.render()))
         assert "B - A" in str(paired.render())
+
+
+async def test_two_training_runs_of_one_file_show_both_held_out_curves(tmp_path):
+    """GiGPO and GRPO runs (as tests/bench/multistep.py writes them) side by side."""
+    from rlab.store.writer import StoreWriter
+    from fixtures.smalldb import MANIFEST
+
+    db = tmp_path / "curves.db"
+    with StoreWriter(db) as w:
+        for name, slope in (("maze-gigpo-s0", 0.02), ("maze-grpo-s0", 0.01)):
+            run = w.start_run(name, "maze", {"seed": 0}, MANIFEST)
+            for step in range(0, 31):
+                metrics = {"reward": 0.3 + slope * step, "reward_std": 0.1, "step_seconds": 1.0}
+                if step % 10 == 0:
+                    metrics["eval/pass_at_1"] = 0.2 + slope * step
+                w.write_step(run, step, metrics)
+            w.set_status(run, "finished")
+    app = RolloutLabApp(db, run_id=1)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen))
+        table = app.screen.query_one(DataTable)
+        await until(pilot, lambda: table.row_count == 2)
+        table.move_cursor(row=0)
+        await pilot.press("m")
+        table.move_cursor(row=1)
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.comparison is not None)
+        screen = app.screen
+        assert "same room" in str(screen.query_one("#verdict", Static).render())
+        assert screen.plotted == {"maze-gigpo-s0": 4, "maze-grpo-s0": 4}

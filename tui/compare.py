@@ -6,7 +6,8 @@ then the paired difference in pass@1 with its bootstrap interval and
 McNemar's p-value, then the examples that flipped (enter opens run B's
 trajectory, ``o`` run A's). When the manifests differ the numbers stay
 hidden until ``f`` asks for them, under a banner. Training runs also get
-their reward curves.
+their reward curves and held-out pass@1 curves (e.g. GiGPO and GRPO runs
+of tests/bench/multistep.py, side by side).
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ class CompareScreen(Screen):
         super().__init__()
         self.run_ids = (run_a, run_b)
         self.comparison: Comparison | None = None
+        #: run name -> held-out points plotted (what the curves show, for tests)
+        self.plotted: dict[str, int] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -144,13 +147,19 @@ class CompareScreen(Screen):
             return
         plt = plot.plt
         plt.clear_data()
-        plt.title("reward (mean) per step")
+        plt.title("reward (mean) per step · held-out pass@1 (o)")
         width = max(plot.size.width - 12, 8)
         for run, rows, color in ((comparison.run_a, series[0], "cyan"), (comparison.run_b, series[1], "magenta")):
             pts = [(r["step"], r["reward"]) for r in rows if r["reward"] is not None]
             if pts:
                 xs, ys = downsample([p[0] for p in pts], [p[1] for p in pts], width)
                 plt.plot(xs, ys, label=run["name"], color=color, marker="braille")
+            held_out = [(r["step"], r["eval/pass_at_1"]) for r in rows if r.get("eval/pass_at_1") is not None]
+            if held_out:
+                plt.plot([p[0] for p in held_out], [p[1] for p in held_out], label=f"{run['name']} held-out",
+                         color=color, marker="o")
+        self.plotted = {run["name"]: len([r for r in rows if r.get("eval/pass_at_1") is not None])
+                        for run, rows in zip((comparison.run_a, comparison.run_b), series)}
         plot.refresh()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -95,9 +95,12 @@ def build_config(vocab_size: int) -> LlamaConfig:
     )
 
 
-def model_key(scenario_name: str, seed: int, target: float | None, max_steps: int) -> str:
-    """Cache key of a built model: scenario, seed, warm-start settings and recipe version."""
-    raw = json.dumps([scenario_name, seed, target, max_steps, RECIPE_VERSION])
+def model_key(scenario_name: str, seed: int, target: float | None, max_steps: int,
+              system_prompt: str | None = None) -> str:
+    """Cache key of a built model: scenario, seed, warm-start settings and recipe version,
+    plus the system prompt where the warm start trains on it (multi-step scenarios)."""
+    parts: list = [scenario_name, seed, target, max_steps, RECIPE_VERSION]
+    raw = json.dumps(parts if system_prompt is None else parts + [system_prompt])
     return f"{scenario_name}-s{seed}-{hashlib.sha256(raw.encode()).hexdigest()[:10]}"
 
 
@@ -139,7 +142,10 @@ def ensure_tiny_model(scenario, *, seed: int = 0) -> Path:
         return shipped
     target = scenario.warm_start_target
     max_steps = scenario.warm_start_steps
-    path = cache_root() / "models" / model_key(scenario.name, seed, target, max_steps)
+    # Multi-step warm starts see the run's system prompt in every context
+    # (scenarios.imitation), so a changed prompt needs a new build.
+    prompt = scenario.system_prompt if scenario.multi_step else None
+    path = cache_root() / "models" / model_key(scenario.name, seed, target, max_steps, prompt)
     if (path / "config.json").is_file():
         return path
     policy = warm_start(scenario, seed=seed, target=target, max_steps=max_steps).policy

@@ -3,7 +3,9 @@
 A rubric file is plain Python (docs/interfaces.md): reward functions that
 follow the scorer contract ``score(example, completion) -> {"reward": float,
 "details": dict}`` (a bare number is accepted; sync or ``async def``;
-multi-step scenarios may add ``"step_rewards": [...]``) and a module-level
+multi-step scenarios may add ``"step_rewards"``: a list with one reward per
+turn, or a dict ``{turn_index: reward}`` naming only the turns that earn
+one) and a module-level
 ``WEIGHTS = {"fn_name": weight}``. The total reward of a trajectory is the
 weighted sum of its components; every component is kept.
 
@@ -72,7 +74,11 @@ class ScoreResult:
             top-level ``parse_status`` taken from the first function (in
             WEIGHTS order) that reports one, and ``error`` when there is one.
         step_rewards: per-turn rewards, the weighted sum over the functions
-            that return ``step_rewards`` (None when none does).
+            that return ``step_rewards`` (None when none does): a list (one
+            per turn) when every such function returned a list, else a dict
+            ``{turn_index: reward}`` (turns not named earn 0). The engine
+            puts the rest of ``reward`` on the last turn
+            (``engine.rewards.turns``).
         error: ``"fn_name: ExcType: message (rewards.py line N)"`` for the
             first function that failed, else None. On an error ``details``
             also holds ``error``, ``error_kind`` (``"exception"``,
@@ -82,8 +88,13 @@ class ScoreResult:
     reward: float
     components: dict[str, float]
     details: dict[str, Any]
-    step_rewards: list[float] | None = None
+    step_rewards: StepRewards | None = None
     error: str | None = None
+
+
+#: Per-turn rewards of one function or one trajectory: one float per turn, or
+#: ``{turn_index: reward}`` for the turns that earn one.
+StepRewards = list[float] | dict[int, float]
 
 
 @dataclass
@@ -92,7 +103,7 @@ class _Outcome:
 
     reward: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
-    step_rewards: list[float] | None = None
+    step_rewards: StepRewards | None = None
     error: str | None = None
     kind: str | None = None  # "exception", "bad_reward" or "timeout"
     line: int | None = None
@@ -566,13 +577,9 @@ class Rubric:
         if why:
             return self._bad(name, f"returned reward {reward!r:.80} ({why})")
         if steps is not None:
-            if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
-                return self._bad(name, f"'step_rewards' must be a list of floats, got {type(steps).__name__}")
-            for t, r in enumerate(steps):
-                why = _bad_number(r)
-                if why:
-                    return self._bad(name, f"step_rewards[{t}] is {r!r:.40} ({why})")
-            steps = [float(r) for r in steps]
+            steps, problem = _step_rewards(steps)
+            if problem:
+                return self._bad(name, problem)
         return _Outcome(reward=float(reward), details=dict(details), step_rewards=steps)
 
     def _bad(self, name: str, problem: str) -> _Outcome:
@@ -605,10 +612,11 @@ class Rubric:
                 with_steps.append((m, o.step_rewards))
         if parse_status is not None:
             details["parse_status"] = parse_status
-        if with_steps and failed is None and len({len(s) for _, s in with_steps}) > 1:
+        lists = [(m, s) for m, s in with_steps if isinstance(s, list)]
+        if lists and failed is None and len({len(s) for _, s in lists}) > 1:
             failed = _Outcome(
                 error="step_rewards: functions disagree on the number of turns: "
-                + ", ".join(f"{m} has {len(s)}" for m, s in with_steps),
+                + ", ".join(f"{m} has {len(s)}" for m, s in lists),
                 kind="bad_reward",
             )
         if failed is not None:
@@ -617,10 +625,48 @@ class Rubric:
         total = 0.0
         for m, r in components.items():
             total += self.weights[m] * r
-        steps = None
-        if with_steps:
-            steps = [sum(self.weights[m] * s[t] for m, s in with_steps) for t in range(len(with_steps[0][1]))]
+        steps = _weighted_steps([(self.weights[m], s) for m, s in with_steps]) if with_steps else None
         return ScoreResult(reward=total, components=components, details=details, step_rewards=steps)
+
+
+def _step_rewards(steps: Any) -> tuple[StepRewards, str | None]:
+    """A function's ``step_rewards`` as floats, or the problem with it.
+
+    A list gives one reward per turn; a dict maps turn indices (ints >= 0)
+    to rewards.
+    """
+    if isinstance(steps, Mapping):
+        out: dict[int, float] = {}
+        for t, r in steps.items():
+            if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+                return {}, f"step_rewards key {t!r:.40} is not a turn index (an int >= 0)"
+            why = _bad_number(r)
+            if why:
+                return {}, f"step_rewards[{t}] is {r!r:.40} ({why})"
+            out[t] = float(r)
+        return out, None
+    if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
+        return [], (f"'step_rewards' must be a list of floats or a dict {{turn_index: float}}, "
+                    f"got {type(steps).__name__}")
+    for t, r in enumerate(steps):
+        why = _bad_number(r)
+        if why:
+            return [], f"step_rewards[{t}] is {r!r:.40} ({why})"
+    return [float(r) for r in steps], None
+
+
+def _weighted_steps(weighted: list[tuple[float, StepRewards]]) -> StepRewards:
+    """sum_f w_f * steps_f per turn: a list when every part is a list (of one
+    length), else a dict by turn index."""
+    if all(isinstance(s, list) for _, s in weighted):
+        n = len(weighted[0][1])
+        return [sum(w * s[t] for w, s in weighted) for t in range(n)]
+    total: dict[int, float] = {}
+    for w, steps in weighted:
+        pairs = enumerate(steps) if isinstance(steps, list) else steps.items()
+        for t, r in pairs:
+            total[t] = total.get(t, 0.0) + w * r
+    return total
 
 
 def _bad_number(value: Any) -> str | None:

@@ -4,6 +4,13 @@ The rubric (weighted reward functions) scores every trajectory; with a judge,
 each group is also ranked in one RULER call and the judge's scores are mixed
 into the reward (``rlab.engine.rewards.judge.mix``). A group whose judge call
 failed keeps its verifier rewards and is flagged, never dropped.
+
+One path for every task kind: a multi-step episode is scored like a
+single-turn completion (its whole conversation is the completion; the judge
+ranks whole conversations, RULER style), and the environment's own per-turn
+rewards reach the rubric only as an input (``example[ENV_REWARDS_KEY]``), so
+the rubric's weights, which a reward edit changes, decide what trains.
+Per-turn rewards come from ``rlab.engine.rewards.turns``.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ import numpy as np
 from rlab.engine.rewards.judge.mix import JudgedStep, judge_groups
 from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.rubric import ScoreResult
-from rlab.engine.rewards.signatures import COMPLETION_IDS_KEY
+from rlab.engine.rewards.signatures import COMPLETION_IDS_KEY, ENV_REWARDS_KEY
+from rlab.engine.rewards.turns import check_step_rewards, turn_rewards
 from rlab.engine.types import Example, Rollouts
 
 
@@ -38,12 +46,16 @@ class Scored:
     ``Rollouts.trajectories()``. rewards: (P, G) float64 rubric rewards,
     judge-mixed where a judge is on. judged: the judge's verdicts, or None.
     errors: reward-function error messages, each prefixed with its example id.
+    turn_rewards: per trajectory, a (T_i,) float64 array of per-turn rewards
+    summing to its reward (:func:`rlab.engine.rewards.turns.turn_rewards`;
+    single-turn: the reward itself).
     """
 
     scores: list[ScoreResult]
     rewards: np.ndarray
     judged: JudgedStep | None
     errors: list[str]
+    turn_rewards: list[np.ndarray]
 
     @property
     def judge_failed(self) -> np.ndarray:
@@ -72,20 +84,29 @@ def score(rollouts: Rollouts, rubric: Scorer, judge: RulerJudge | None = None,
         judge_weight: the judge's share of the reward in [0, 1] (0: verifier
             only, 1: judge only).
     """
+    trajectories = rollouts.trajectories()
     scores = rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs())
+    if rollouts.multi_step:
+        scores = [check_step_rewards(s, len(t.turns)) for s, t in zip(scores, trajectories)]
     rewards = np.array([s.reward for s in scores], dtype=np.float64).reshape(len(rollouts.groups), -1)
     errors = [f"example {ex.get('id')!r}: {s.error}" for ex, s in zip(rollouts.flat_examples(), scores) if s.error]
-    if judge is None:
-        return Scored(scores, rewards, None, errors)
-    conversations = [[t.messages for t in group] for group in rollouts.groups]
-    judged = judge_groups(judge, judge_weight, conversations, rewards)
-    return Scored(scores, judged.rewards, judged, errors)
+    judged = None
+    if judge is not None:
+        conversations = [[t.messages for t in group] for group in rollouts.groups]
+        judged = judge_groups(judge, judge_weight, conversations, rewards)
+        rewards = judged.rewards
+    flat = rewards.reshape(-1)
+    per_turn = ([turn_rewards(s, r, len(t.turns)) for s, r, t in zip(scores, flat, trajectories)]
+                if rollouts.multi_step else [np.array([r]) for r in flat])
+    return Scored(scores, rewards, judged, errors, per_turn)
 
 
 def scorer_examples(rollouts: Rollouts) -> list[Example]:
-    """Each trajectory's example as its reward functions receive it; single-turn
-    examples also carry the completion's token ids (TRL-style functions ask for them)."""
+    """Each trajectory's example as its reward functions receive it: single-turn
+    examples also carry the completion's token ids (TRL-style functions ask for
+    them), multi-step ones the environment's per-turn rewards (``ENV_REWARDS_KEY``)."""
     if rollouts.multi_step:
-        return rollouts.flat_examples()
+        return [{**ex, ENV_REWARDS_KEY: t.step_rewards}
+                for ex, t in zip(rollouts.flat_examples(), rollouts.trajectories())]
     return [{**ex, COMPLETION_IDS_KEY: t.turns[-1].completion_ids}
             for ex, t in zip(rollouts.flat_examples(), rollouts.trajectories())]

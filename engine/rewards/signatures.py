@@ -38,8 +38,14 @@ Style = Literal["lab", "trl", "verifiers"]
 #: Parameter names of the verifiers style (verifiers ``Rubric`` reward functions).
 VERIFIERS_NAMES = frozenset({"completion", "answer", "prompt", "info", "state", "task", "parser"})
 
-#: Example keys the engine adds for scoring only; never shown to lab-style functions as columns.
+#: Example keys the engine adds for scoring only; never passed on as dataset columns.
 COMPLETION_IDS_KEY = "_completion_ids"
+#: Multi-step episodes: the environment's own per-turn rewards (list of floats,
+#: one per turn, invalid-action penalty included). Lab-style functions read
+#: ``example[ENV_REWARDS_KEY]``; TRL-style ones get ``env_rewards``, verifiers-style
+#: ones ``state["env_rewards"]``.
+ENV_REWARDS_KEY = "_env_rewards"
+ENGINE_KEYS = frozenset({COMPLETION_IDS_KEY, ENV_REWARDS_KEY})
 
 #: How each style is named in logs and in the reward editor.
 STYLE_LABELS: dict[str, str] = {
@@ -180,7 +186,7 @@ def adapt(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _columns(example: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in example.items() if k != COMPLETION_IDS_KEY}
+    return {k: v for k, v in example.items() if k not in ENGINE_KEYS}
 
 
 def _conversational(example: Mapping[str, Any], completion: Any) -> Any:
@@ -197,6 +203,8 @@ def _trl_call(example: Mapping[str, Any], completion: Any) -> dict[str, Any]:
     kwargs["completions"] = [_conversational(example, completion)]
     if COMPLETION_IDS_KEY in example:
         kwargs["completion_ids"] = [list(example[COMPLETION_IDS_KEY])]
+    if ENV_REWARDS_KEY in example:
+        kwargs["env_rewards"] = [list(example[ENV_REWARDS_KEY])]
     return kwargs
 
 
@@ -226,7 +234,8 @@ def _verifiers_call(example: Mapping[str, Any], completion: Any) -> dict[str, An
         "parser": None,  # a verifiers task binds its parser (scenarios.third_party)
         # verifiers' state of a finished single-turn rollout, as far as the lab knows it
         "state": {"prompt": columns.get("prompt"), "completion": completion,
-                  "answer": columns.get("answer", ""), "info": columns.get("info") or {}},
+                  "answer": columns.get("answer", ""), "info": columns.get("info") or {},
+                  **({"env_rewards": list(example[ENV_REWARDS_KEY])} if ENV_REWARDS_KEY in example else {})},
     }
     return {**{k: v for k, v in columns.items() if k not in named}, **named}
 

@@ -3,7 +3,10 @@
 Each trajectory becomes a ``TrajectoryRecord`` (multi-step: with one
 ``TurnRecord`` per turn holding r_t, R_t, A^E, A^S, A and its anchor group),
 each group a ``GroupRecord`` (with the judge's verdict when there is one),
-and each turn one :class:`~rlab.engine.types.TrainSample`.
+and each trajectory one :class:`~rlab.engine.types.TrainSample`: a
+multi-step episode is one sequence (its assistant turns trained, the
+observations between them masked out, each turn's tokens carrying that
+turn's advantage), so one forward pass covers the whole episode.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from rlab.engine.rewards.judge.ruler import JudgeResult
-from rlab.engine.rewards.rubric import ScoreResult
 from rlab.engine.rewards.scoring import Scored
 from rlab.engine.rollout.play import prompt_text
 from rlab.engine.train.advantages import GiGPOResult, RolloutAdvantages
@@ -21,17 +23,21 @@ from rlab.engine.types import Rollouts, StepBatch, TrainSample, Trajectory
 from rlab.store.records import GroupRecord, TrajectoryRecord, TurnRecord
 
 
-def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, version: int) -> StepBatch:
+def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, version: int, *,
+             per_turn: bool = False) -> StepBatch:
     """Store records, trainer samples and per-step metrics of one step.
 
     ``version`` is the reward version the rollouts were scored with; every
-    trajectory record carries it.
+    trajectory record carries it. Samples: one sequence per episode
+    (:func:`episode_samples`), or with ``per_turn`` one per turn
+    (:func:`train_samples`, the reference the sequence path is tested
+    against; the same loss, several times the compute).
     """
     trajectories = rollouts.trajectories()
     g = rollouts.group_size
     groups = []
     for i, (example, group) in enumerate(zip(rollouts.examples, rollouts.groups)):
-        records = [_trajectory_record(j, t, scored.scores[i * g + j], advantages, i * g + j, version)
+        records = [_trajectory_record(j, t, scored, advantages, i * g + j, version)
                    for j, t in enumerate(group)]
         record = GroupRecord(index=i, example_id=example["id"], prompt=prompt_text(example),
                              trajectories=records, example=example,
@@ -40,7 +46,9 @@ def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, 
             _attach_verdict(record, scored.judged.results[i])
         groups.append(record)
     errors = scored.errors
-    return StepBatch(groups, train_samples(trajectories, advantages.per_turn), advantages.rewards,
+    samples = (train_samples(trajectories, advantages.per_turn) if per_turn
+               else episode_samples(trajectories, advantages.per_turn))
+    return StepBatch(groups, samples, advantages.rewards,
                      [t.completion_tokens for t in trajectories], len(errors), errors[0] if errors else None,
                      _metrics(rollouts, scored, advantages))
 
@@ -55,24 +63,82 @@ def train_samples(trajectories: Sequence[Trajectory], advantages: Sequence[np.nd
     Raises:
         ValueError: the advantages do not have one value per turn.
     """
-    if len(advantages) != len(trajectories) or any(
-            len(a) != len(t.turns) for t, a in zip(trajectories, advantages)):
-        raise ValueError("advantages must hold one array per trajectory with one value per turn")
+    _check_per_turn(trajectories, advantages)
     return [TrainSample(prompt_ids=turn.prompt_ids, completion_ids=turn.completion_ids,
                         old_logprobs=turn.logprobs, advantage=float(a))
             for t, adv in zip(trajectories, advantages) for turn, a in zip(t.turns, adv)]
 
 
-def _trajectory_record(index: int, trajectory: Trajectory, score: ScoreResult, advantages: RolloutAdvantages,
+def episode_samples(trajectories: Sequence[Trajectory], advantages: Sequence[np.ndarray]) -> list[TrainSample]:
+    """One trainer sample per episode: all its assistant turns in one sequence.
+
+    The sequence is the first turn's context (the prompt), then each turn's
+    sampled tokens (trained: loss mask 1, advantage = that turn's value,
+    old log-probs from sampling) and the tokens the next turn's context adds
+    (the observation: mask 0). Turn t+1's context must extend turn t's
+    context plus its sampled tokens, token for token, so every trained token
+    sees exactly the context it was sampled in; where a chat template
+    re-renders earlier turns differently, a new sample starts at that turn
+    (the per-turn layout is the limiting case).
+
+    Args:
+        trajectories: the trajectories, in order.
+        advantages: per trajectory, a (T_i,) float array, one value per turn.
+
+    Returns:
+        One sample per trajectory (more where a context does not extend the last).
+
+    Raises:
+        ValueError: the advantages do not have one value per turn.
+    """
+    _check_per_turn(trajectories, advantages)
+    samples: list[TrainSample] = []
+    for trajectory, adv in zip(trajectories, advantages):
+        current: TrainSample | None = None
+        for turn, a in zip(trajectory.turns, adv):
+            if current is None or not _extends(turn.prompt_ids, current):
+                current = TrainSample(list(turn.prompt_ids), [], [], token_advantages=[], loss_mask=[])
+                samples.append(current)
+            _append_turn(current, turn.prompt_ids, turn.completion_ids, turn.logprobs, float(a))
+    return samples
+
+
+def _extends(context: list[int], sample: TrainSample) -> bool:
+    """``context`` starts with the sample's prompt and completion so far."""
+    n_prompt, n = len(sample.prompt_ids), len(sample.prompt_ids) + len(sample.completion_ids)
+    return (len(context) >= n and context[:n_prompt] == sample.prompt_ids
+            and context[n_prompt:n] == sample.completion_ids)
+
+
+def _append_turn(sample: TrainSample, context: list[int], tokens: list[int], logprobs: list[float],
+                 advantage: float) -> None:
+    """Add the observation tokens ``context`` has beyond ``sample`` (untrained), then the turn's tokens."""
+    assert sample.token_advantages is not None and sample.loss_mask is not None
+    gap = context[len(sample.prompt_ids) + len(sample.completion_ids):]
+    sample.completion_ids += gap + list(tokens)
+    sample.old_logprobs += [0.0] * len(gap) + list(logprobs)
+    sample.token_advantages += [0.0] * len(gap) + [advantage] * len(tokens)
+    sample.loss_mask += [0.0] * len(gap) + [1.0] * len(tokens)
+
+
+def _check_per_turn(trajectories: Sequence[Trajectory], advantages: Sequence[np.ndarray]) -> None:
+    if len(advantages) != len(trajectories) or any(
+            len(a) != len(t.turns) for t, a in zip(trajectories, advantages)):
+        raise ValueError("advantages must hold one array per trajectory with one value per turn")
+
+
+def _trajectory_record(index: int, trajectory: Trajectory, scored: Scored, advantages: RolloutAdvantages,
                        k: int, version: int) -> TrajectoryRecord:
     turns = trajectory.turns
+    score = scored.scores[k]
     gigpo = advantages.gigpo
     return TrajectoryRecord(
         index=index, messages=trajectory.messages, completion=turns[-1].text if turns else "",
         reward=float(advantages.rewards.reshape(-1)[k]), components=score.components, details=score.details,
         advantage=float(advantages.per_trajectory[k]), prompt_tokens=len(turns[0].prompt_ids) if turns else 0,
         completion_tokens=trajectory.completion_tokens, reward_version=version, truncated=trajectory.truncated,
-        turns=[] if gigpo is None else _turn_records(trajectory, gigpo, advantages.per_turn[k], k),
+        turns=[] if gigpo is None else _turn_records(trajectory, gigpo, advantages.per_turn[k],
+                                                     scored.turn_rewards[k], k),
         **_token_fields(trajectory))
 
 
@@ -84,8 +150,10 @@ def _token_fields(trajectory: Trajectory) -> dict:
     return {"logprobs": list(turn.logprobs), "token_ends": turn.token_ends}
 
 
-def _turn_records(trajectory: Trajectory, result: GiGPOResult, per_turn: np.ndarray, k: int) -> list[TurnRecord]:
-    return [TurnRecord(t=t, state_key=repr(turn.state_key), reward=turn.reward, ret=float(result.returns[k][t]),
+def _turn_records(trajectory: Trajectory, result: GiGPOResult, per_turn: np.ndarray, rewards: np.ndarray,
+                  k: int) -> list[TurnRecord]:
+    """One record per turn; ``reward`` is the turn's trained reward r_t (``engine.rewards.turns``)."""
+    return [TurnRecord(t=t, state_key=repr(turn.state_key), reward=float(rewards[t]), ret=float(result.returns[k][t]),
                        adv_episode=float(result.episode[k]), adv_step=float(result.step[k][t]),
                        advantage=float(per_turn[t]), anchor_id=int(result.anchor[k][t]),
                        anchor_size=int(result.anchor_size[k][t]))
@@ -106,8 +174,9 @@ def _attach_verdict(group: GroupRecord, verdict: JudgeResult) -> None:
 
 
 def _metrics(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages) -> dict[str, float]:
+    metrics = {} if scored.judged is None else scored.judged.metrics()
     if advantages.gigpo is not None:
         sizes = advantages.gigpo.anchor_size_flat
-        return {"gigpo/anchor_shared_frac": float(np.mean(sizes > 1)) if len(sizes) else 0.0,
-                "episodes/success": float(np.mean([s.reward >= 1.0 for s in scored.scores]))}
-    return {} if scored.judged is None else scored.judged.metrics()
+        metrics["gigpo/anchor_shared_frac"] = float(np.mean(sizes > 1)) if len(sizes) else 0.0
+        metrics["episodes/success"] = float(np.mean([s.reward >= 1.0 for s in scored.scores]))
+    return metrics

@@ -94,11 +94,9 @@ class Rollout:
         g = self.config.group_size if group_size is None else group_size
         temp = self.config.temperature if temperature is None else temperature
         if self.scenario.multi_step and isinstance(self.scenario, MultiStepScenario):
-            # No system prompt in episodes: the tiny multi-step policies were
-            # warm-started on bare observations (issue 16 moves this).
             groups = run_groups(self.sampler, self.scenario.make_env, examples, g,
                                 max_turns=self.scenario.max_turns, max_new_tokens=self.config.max_new_tokens,
-                                temperature=temp)
+                                temperature=temp, system_prompt=self.scenario.system_prompt)
             return Rollouts(examples, groups, multi_step=True)
         messages = [user_messages(ex, self.scenario.system_prompt) for ex in examples]
         prompt_ids = [self.sampler.render(m) for m in messages]

@@ -35,6 +35,8 @@ from rlab.store.stepstats import reward_stats
 
 MODES = ("mean_norm", "mean_std_norm")
 SCALES = ("std", "none")
+#: Per episode, its per-turn rewards: lists of floats or (T_i,) float arrays.
+TurnRewards = Sequence[Sequence[float]] | Sequence[np.ndarray]
 
 
 # --------------------------------------------------------------------------
@@ -224,7 +226,7 @@ class GiGPOResult:
 
 
 def gigpo(
-    step_rewards: Sequence[Sequence[float]],
+    step_rewards: TurnRewards,
     state_keys: Sequence[Sequence[Hashable]],
     *,
     gamma: float = 0.95,
@@ -475,27 +477,36 @@ def _normalise(values: np.ndarray, labels: np.ndarray, mode: str, eps: float) ->
 # One step's rollouts -> per-turn advantages
 
 
-def gigpo_group(episodes: Sequence[Trajectory], **options: Any) -> GiGPOResult:
+def gigpo_group(episodes: Sequence[Trajectory], turn_rewards: TurnRewards | None = None,
+                **options: Any) -> GiGPOResult:
     """GiGPO advantages of one group of episodes (``options`` go to :func:`gigpo`).
+
+    ``turn_rewards``: per episode, its per-turn rewards (the rubric's, see
+    ``engine.rewards.turns``); None takes the environment's own.
 
     Raises:
         ValueError: an episode with no turns, or bad ``options`` (see gigpo).
     """
-    return gigpo([ep.step_rewards for ep in episodes], [ep.state_keys for ep in episodes], **options)
+    rewards: TurnRewards = [ep.step_rewards for ep in episodes] if turn_rewards is None else turn_rewards
+    return gigpo(rewards, [ep.state_keys for ep in episodes], **options)
 
 
-def batch_advantages(groups: Sequence[Sequence[Trajectory]], **options: Any) -> GiGPOResult:
+def batch_advantages(groups: Sequence[Sequence[Trajectory]], turn_rewards: TurnRewards | None = None,
+                     **options: Any) -> GiGPOResult:
     """GiGPO advantages of many groups in one vectorised call (:func:`gigpo_batch`).
 
     Episodes are taken group by group, in order; ``result.group`` tells them
     apart and ``result.combined[k]`` belongs to the k-th episode overall.
+    ``turn_rewards``: per episode (same order), its per-turn rewards; None
+    takes the environment's own.
 
     Raises:
         ValueError: an episode with no turns, or bad ``options`` (see gigpo).
     """
     episodes = [ep for group in groups for ep in group]
+    rewards: TurnRewards = [ep.step_rewards for ep in episodes] if turn_rewards is None else turn_rewards
     return gigpo_batch(
-        [r for ep in episodes for r in ep.step_rewards],
+        np.concatenate([np.asarray(r, dtype=np.float64) for r in rewards]) if rewards else np.zeros(0),
         [len(ep.turns) for ep in episodes],
         [g for g, group in enumerate(groups) for _ in group],
         [k for ep in episodes for k in ep.state_keys],
@@ -507,7 +518,8 @@ def batch_advantages(groups: Sequence[Sequence[Trajectory]], **options: Any) -> 
 class RolloutAdvantages:
     """The advantages of one step's rollouts, one scalar per turn.
 
-    rewards: (P, G) float64, the rewards the advantages were computed from.
+    rewards: (P, G) float64, the rewards the advantages were computed from
+        (the rubric's, judge-mixed when a judge is on, for every task kind).
     per_turn: per trajectory (aligned with ``Rollouts.trajectories()``), a
         (T_i,) float64 array: the advantage spread over that turn's tokens.
     per_trajectory: (P * G,) float64, the trajectory-level advantage stored
@@ -523,23 +535,31 @@ class RolloutAdvantages:
 
 
 def rollout_advantages(rollouts: Rollouts, rewards: np.ndarray, skip: np.ndarray, *, method: str,
-                       gamma: float = 0.95, omega: float = 1.0, mode: str = "mean_norm") -> RolloutAdvantages:
-    """Advantages for one step's rollouts by ``method``.
+                       turn_rewards: Sequence[np.ndarray] | None = None, gamma: float = 0.95,
+                       omega: float = 1.0, mode: str = "mean_norm") -> RolloutAdvantages:
+    """Advantages for one step's rollouts by ``method``, from the rubric's rewards.
 
-    Single-turn: :func:`group_relative` on the (P, G) ``rewards``; groups
-    flagged in ``skip`` ((P,) bool, e.g. a failed judge call) get 0, so the
-    update skips them instead of guessing. Multi-step: GiGPO (``method ==
-    "gigpo"``: A^E + omega * A^S per turn, Feng et al. 2025, arXiv
-    2505.10978, eq. 7) or its GRPO baseline (A^E on every turn), both from
-    the environment's per-turn rewards, which are also the returned
-    ``rewards`` (the rubric's scores are recorded, not trained on, until
-    multi-step rewards come from the rubric).
+    Single-turn: :func:`group_relative` on the (P, G) ``rewards``. Multi-step:
+    GiGPO (``method == "gigpo"``: A^E + omega * A^S per turn, Feng et al.
+    2025, arXiv 2505.10978, eq. 7) or its GRPO baseline (A^E on every turn),
+    with the episode return R_i = ``rewards`` (the rubric's episode reward)
+    and step returns from ``turn_rewards`` (per trajectory, (T_i,) float64
+    summing to its reward; ``engine.rewards.turns``). Groups flagged in
+    ``skip`` ((P,) bool: a failed judge call, a reward error) get advantage
+    0 on every turn, so the update skips them instead of guessing.
+
+    Raises:
+        ValueError: multi-step rollouts without ``turn_rewards``.
     """
     if rollouts.multi_step:
-        result = batch_advantages(rollouts.groups, gamma=gamma, omega=omega, mode=mode)
-        per_turn = result.combined if method == "gigpo" else result.grpo
-        totals = np.array([t.total_reward for t in rollouts.trajectories()]).reshape(len(rollouts.groups), -1)
-        return RolloutAdvantages(totals, list(per_turn), result.episode, result)
+        if turn_rewards is None:
+            raise ValueError("rollout_advantages: multi-step rollouts need turn_rewards (Scored.turn_rewards)")
+        result = batch_advantages(rollouts.groups, turn_rewards, gamma=gamma, omega=omega, mode=mode,
+                                  episode_rewards=rewards.reshape(-1))
+        per_turn = list(result.combined if method == "gigpo" else result.grpo)
+        skipped = np.repeat(skip, rollouts.group_size)
+        per_turn = [np.zeros_like(a) if s else a for a, s in zip(per_turn, skipped)]
+        return RolloutAdvantages(rewards, per_turn, np.where(skipped, 0.0, result.episode), result)
     advantages = group_relative(rewards, method)
     advantages[skip] = 0.0
     flat = advantages.reshape(-1)

@@ -12,9 +12,12 @@ divergence"): k3 = exp(logp_ref - logp) - (logp_ref - logp) - 1. The mean is
 over all trained tokens of the batch (token-level normalisation, as DAPO,
 arXiv 2503.14476, section 3.3, and TRL's ``loss_type="dapo"``).
 
-Samples whose advantage is exactly 0 carry no policy-gradient signal; when
-``beta`` is 0 they are left out of the forward/backward pass entirely (they
-would add nothing but cost), and the token mean runs over the rest.
+Tokens whose advantage is exactly 0 carry no policy-gradient signal; when
+``beta`` is 0 they are left out of the token mean (and samples with no
+other token out of the forward/backward pass entirely: they would add
+nothing but cost). So an episode trained as one sequence (its turns' tokens
+masked in, observations masked out, each turn with its own advantage) gives
+the same per-token loss and the same mean as one sample per turn.
 """
 
 from __future__ import annotations
@@ -115,18 +118,19 @@ class Trainer:
         clipping) and ``trained_samples``. With nothing to train (every
         advantage 0 and beta 0) no update is made and the metrics are NaN.
         """
-        active = [s for s in samples if s.advantage != 0.0] if self.config.beta == 0 else samples
+        active = [s for s in samples if s.has_signal] if self.config.beta == 0 else samples
         if not active:
             nan = float("nan")
             return {"loss": nan, "kl": nan, "clip_ratio": nan, "entropy": nan, "grad_norm": nan,
                     "trained_samples": 0}
         self.model.train()
-        batch = _collate(active, self.pad_id, next(self.model.parameters()).device)
+        batch = _collate(active, self.pad_id, next(self.model.parameters()).device,
+                         drop_zero_advantage=self.config.beta == 0)
         logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True)
         mask = batch["mask"]
         n_tokens = mask.sum()
         ratio = torch.exp(logp - batch["old_logprobs"])
-        adv = batch["advantages"].unsqueeze(1)
+        adv = batch["advantages"]
         clipped = torch.clamp(ratio, 1 - self.config.clip_eps, 1 + self.config.clip_eps)
         surrogate = torch.minimum(ratio * adv, clipped * adv)
         loss = -(surrogate * mask).sum() / n_tokens
@@ -203,23 +207,32 @@ def _frozen_copy(model):
     return reference
 
 
-def _collate(samples: list[TrainSample], pad_id: int, device) -> dict[str, torch.Tensor]:
+def _collate(samples: list[TrainSample], pad_id: int, device, *,
+             drop_zero_advantage: bool = False) -> dict[str, torch.Tensor]:
     """Left-pad prompts and right-pad completions so all completions align at the end.
 
     Layout per row: [pad..., prompt, completion, pad...], with the completion
     occupying the last ``width`` positions before its own right padding, so
-    one slice of the logits serves every row.
+    one slice of the logits serves every row. ``mask`` (B, width) is each
+    sample's loss mask, without its zero-advantage tokens when
+    ``drop_zero_advantage``; ``advantages`` is (B, width), per token.
     """
     p_width = max(len(s.prompt_ids) for s in samples)
     c_width = max(len(s.completion_ids) for s in samples)
-    rows, attn, comp, mask, old = [], [], [], [], []
+    rows, attn, comp, mask, old, adv = [], [], [], [], [], []
     for s in samples:
         lp, lc = len(s.prompt_ids), len(s.completion_ids)
+        pad = [0.0] * (c_width - lc)
+        advantages = s.advantages()
+        trained = s.mask()
+        if drop_zero_advantage:
+            trained = [m if a != 0.0 else 0.0 for m, a in zip(trained, advantages)]
         rows.append([pad_id] * (p_width - lp) + s.prompt_ids + s.completion_ids + [pad_id] * (c_width - lc))
         attn.append([0] * (p_width - lp) + [1] * (lp + lc) + [0] * (c_width - lc))
         comp.append(s.completion_ids + [pad_id] * (c_width - lc))
-        mask.append([1.0] * lc + [0.0] * (c_width - lc))
-        old.append(list(s.old_logprobs) + [0.0] * (c_width - lc))
+        mask.append(list(trained) + pad)
+        old.append(list(s.old_logprobs) + pad)
+        adv.append(list(advantages) + pad)
     as_long = lambda x: torch.tensor(x, dtype=torch.long, device=device)  # noqa: E731
     as_float = lambda x: torch.tensor(x, dtype=torch.float32, device=device)  # noqa: E731
     attention = as_long(attn)
@@ -232,5 +245,5 @@ def _collate(samples: list[TrainSample], pad_id: int, device) -> dict[str, torch
         "completion_ids": as_long(comp),
         "mask": as_float(mask),
         "old_logprobs": as_float(old),
-        "advantages": as_float([s.advantage for s in samples]),
+        "advantages": as_float(adv),
     }

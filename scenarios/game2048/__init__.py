@@ -25,12 +25,8 @@ TRAIN_SIZE = 2000
 HELD_OUT_SEED = 20482048
 HELD_OUT_SIZE = 100
 SFT_EPISODES = 800
-SYSTEM_PROMPT = (
-    "You play 2048 on a 4x4 board. The board is 4 rows joined by '/'; each cell "
-    "is '.' (empty) or a digit k (hex, 1-f) meaning the tile 2**k. Reply with "
-    "one letter: l, r, u or d (slide left, right, up, down). A move that changes "
-    "nothing is rejected. Merge tiles to score; the largest final tile earns a bonus."
-)
+# Short: the tiny policy's 256-token context holds the prompt and a whole episode.
+SYSTEM_PROMPT = "2048, 4 rows: reply l, r, u or d.\n"
 
 
 def _example(seed: int) -> dict[str, Any]:
@@ -72,12 +68,12 @@ class Game2048:
         """(context, move) pairs from uniform random legal play.
 
         The context is the conversation so far as the tiny model sees it:
-        the messages' contents concatenated, each assistant message followed
+        the system prompt and the messages' contents concatenated, each assistant message followed
         by ``scenarios.imitation.EOS_TEXT``.
         """
         rng = random.Random(f"sft-{seed}")  # not the stream that drew the seeds
         return imitation_pairs(self.make_env, self.train_examples(seed)[:SFT_EPISODES],
-                               lambda env: rng.choice(legal_moves(env.board)))
+                               lambda env: rng.choice(legal_moves(env.board)), self.system_prompt)
 
 
 SCENARIO = Game2048()

@@ -37,4 +37,20 @@ def legal_moves(example, completion):
     return {"reward": reward, "details": {"parse_status": "ok", "rejected": rejected}}
 
 
-WEIGHTS = {"max_tile": 1.0, "legal_moves": 0.0}
+def env_reward(example, completion):
+    """The environment's own reward: the sum of its per-turn rewards, also given per turn.
+
+    The engine hands the environment's rewards to the rubric as
+    ``example["_env_rewards"]`` (one float per assistant turn); returning
+    them as ``step_rewards`` lets GiGPO's step-level advantage see when
+    they were earned. Weight it in WEIGHTS like any other function.
+    """
+    if "_env_rewards" not in example:  # scored outside a run (no environment): no verdict
+        return {"reward": 0.0, "details": {"turns": None}}
+    steps = [float(r) for r in example["_env_rewards"]]
+    return {"reward": sum(steps), "step_rewards": steps, "details": {"turns": len(steps)}}
+
+
+# env_reward: the environment's merge rewards, per move (log2(tile) / 10 per merge, plus
+# log2(max tile) / 10 at the end); give it a weight to train on them.
+WEIGHTS = {"max_tile": 1.0, "legal_moves": 0.0, "env_reward": 0.0}

@@ -24,11 +24,8 @@ N = 63
 MAX_TURNS = 6
 TRAIN_SIZE = 2000
 SFT_EPISODES = 1500
-SYSTEM_PROMPT = (
-    f"Guess the secret integer in 1..{N}. Each user message shows the interval "
-    "still possible, e.g. '33..63?', after 'higher' or 'lower' for your last "
-    "guess. Reply with one integer and nothing else."
-)
+# Short: the tiny policy's 256-token context holds the prompt and a whole episode.
+SYSTEM_PROMPT = f"Guess my number in 1..{N}. Reply with one integer; I say higher or lower and what is left.\n"
 
 
 def _example(secret: int, suffix: str = "") -> dict[str, Any]:
@@ -68,12 +65,12 @@ class NumberGuess:
         """(context, guess) pairs from uniform guessing inside the interval.
 
         The context is the conversation so far as the tiny model sees it:
-        the messages' contents concatenated, each assistant message followed
+        the system prompt and the messages' contents concatenated, each assistant message followed
         by ``scenarios.imitation.EOS_TEXT``. Only legal guesses are shown.
         """
         rng = random.Random(f"sft-{seed}")  # not the stream that drew the secrets
         return imitation_pairs(self.make_env, self.train_examples(seed)[:SFT_EPISODES],
-                               lambda env: str(rng.randint(env.lo, env.hi)))
+                               lambda env: str(rng.randint(env.lo, env.hi)), self.system_prompt)
 
 
 SCENARIO = NumberGuess()

@@ -1,21 +1,35 @@
-"""GiGPO vs GRPO on a multi-step scenario, same seeds, same wall-clock budget.
+"""Multi-step benchmarks: step speed (one sequence per episode vs one sample per turn)
+and GiGPO vs GRPO learning curves. Both print JSON.
 
-    python tests/bench/multistep.py [--scenario number_guess] [--seconds 120] [--seed 0]
+    python tests/bench/multistep.py speed [--repeats 3] [--prompts-per-step 8]
+    python tests/bench/multistep.py curves [--scenario maze] [--seeds 0 1 2] [--max-steps 60]
+                                           [--db runs.db] [--parallel 2]
 
-Builds (or reuses) the scenario's tiny policy, then runs the headless engine
-twice as its own process, ``--advantage gigpo`` and ``--advantage grpo``
-(the episode advantage spread over every turn), with the same seed and
-``--max-seconds``. Prints JSON: per method the held-out greedy success rate
-before/after, steps, and two curves read back from the run file: held-out
-success at each eval and the sampled episodes' success rate per step, plus
-the share of turns in an anchor group of more than one member (GiGPO paper,
-section 5.5). Neither method is expected to win; the figures are measured.
+``speed`` times one number_guess step side by side in one process, on the
+same rollouts: the update with each turn its own trainer sample with its
+whole context (``--train-unit turn``, the engine before issue 16) and with
+each episode one sequence, observations masked out (the default). The
+policy is the untrained tiny model (a warm start costs many minutes on a
+loaded machine) and the rubric rewards valid guesses, so groups have spread;
+random guessing plays all 6 turns.
+
+``curves`` runs the headless engine once per method and seed (same seeds for
+both methods, a fixed step budget) on one tiny policy warm-started for the
+scenario (seed 0), all into one run file, so ``rlab`` shows any two of them
+in its runs compare screen. It prints, per method, the held-out greedy
+success curve of every seed (step, success) and the mean and spread (min,
+max, std) of the final success over seeds. Timings are wall-clock seconds of
+whatever else the machine was doing: say "measured under load" when it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import copy
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,26 +40,120 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
-from rlab.engine.policy.tiny import ensure_tiny_model  # noqa: E402
+import torch  # noqa: E402
+from transformers import LlamaForCausalLM  # noqa: E402
+
+from rlab.engine.config import RunConfig  # noqa: E402
+from rlab.engine.policy.tiny import build_config, build_tokenizer, ensure_tiny_model  # noqa: E402
+from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
+from rlab.engine.rewards.scoring import score  # noqa: E402
+from rlab.engine.rollout.batch import to_batch  # noqa: E402
+from rlab.engine.session import start  # noqa: E402
+from rlab.engine.train.advantages import rollout_advantages  # noqa: E402
+from rlab.engine.train.trainer import TrainConfig, Trainer  # noqa: E402
 from rlab.scenarios import get_scenario  # noqa: E402
 from rlab.store.reader import StoreReader  # noqa: E402
 
+VALID_GUESSES = '''
+def valid(example, completion):
+    """Share of guesses the environment accepted (dense: every group has spread)."""
+    answers = [m["content"] for m in completion if m["role"] == "user"][1:]
+    return 1.0 - sum(a.startswith("bad") for a in answers) / max(len(answers), 1)
 
-def run_method(method: str, args: argparse.Namespace, tmp: Path) -> dict:
-    db = tmp / f"{method}.db"
-    cmd = [sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--scenario", args.scenario,
-           "--advantage", method, "--seed", str(args.seed), "--max-seconds", str(args.seconds),
-           "--eval-every", str(args.eval_every), "--eval-size", str(args.eval_size), "--db", str(db),
-           "--prompts-per-step", str(args.prompts_per_step)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp)
+WEIGHTS = {"valid": 1.0}
+'''
+
+
+def raw_model(folder: Path) -> Path:
+    """An untrained tiny policy (seeded) saved as a model directory."""
+    torch.manual_seed(0)
+    tokenizer = build_tokenizer()
+    LlamaForCausalLM(build_config(len(tokenizer))).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _timed(fn):
+    """(seconds, fn())."""
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def speed(args: argparse.Namespace) -> dict:
+    """One number_guess step's parts, timed side by side on the same rollouts.
+
+    The rollout and scoring are played once; then the update (``num_iterations``
+    clipped policy-gradient steps) runs on per-turn samples and on one
+    sequence per episode, alternately ``--repeats`` times, each from the same
+    weights, so both layouts see the same machine load. A step is rollout +
+    scoring + update: before = with per-turn samples, after = one sequence
+    per episode.
+    """
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        rewards = tmp / "rewards.py"
+        rewards.write_text(VALID_GUESSES)
+        config = RunConfig(scenario="number_guess", model=raw_model(tmp / "model"), db=tmp / "speed.db",
+                           seed=args.seed, prompts_per_step=args.prompts_per_step, group_size=args.group_size,
+                           advantage="gigpo", store=False)
+        session = start(config)
+        try:
+            examples = session.rng.sample(session.train_examples, config.prompts_per_step)
+            rollout_s, rollouts = _timed(lambda: session.rollout.play(examples))
+            score_s, scored = _timed(lambda: score(rollouts, load_rubric(rewards)))
+        finally:
+            session.scoring.close()
+    advantages = rollout_advantages(rollouts, scored.rewards, scored.errored_groups, method="gigpo",
+                                    turn_rewards=scored.turn_rewards)
+    layouts = {"turn": to_batch(rollouts, scored, advantages, 1, per_turn=True).samples,
+               "episode": to_batch(rollouts, scored, advantages, 1).samples}
+    model = session.policy.model
+    weights = copy.deepcopy(model.state_dict())
+    update_s: dict[str, list[float]] = {"turn": [], "episode": []}
+    metrics: dict[str, dict[str, float]] = {}
+    for _ in range(args.repeats):
+        for unit, samples in layouts.items():
+            model.load_state_dict(weights)
+            trainer = Trainer(model, session.policy.pad_id, TrainConfig.from_run(config))
+            seconds, metrics[unit] = _timed(lambda: trainer.step(samples))
+            update_s[unit].append(seconds)
+    update = {unit: statistics.median(values) for unit, values in update_s.items()}
+    step = {unit: rollout_s + score_s + update[unit] for unit in update}
+    return {"bench": "multistep-speed", "scenario": "number_guess", "policy": "untrained tiny model",
+            "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
+            "num_iterations": config.num_iterations, "torch_threads": torch.get_num_threads(),
+            "turns": sum(len(t.turns) for t in rollouts.trajectories()),
+            "samples": {unit: len(samples) for unit, samples in layouts.items()},
+            "trained_samples": {unit: m["trained_samples"] for unit, m in metrics.items()},
+            "loss": {unit: m["loss"] for unit, m in metrics.items()},
+            "rollout_seconds": round(rollout_s, 3), "score_seconds": round(score_s, 3),
+            "update_seconds": {unit: [round(v, 3) for v in values] for unit, values in update_s.items()},
+            "step_seconds": {unit: round(v, 3) for unit, v in step.items()},
+            "update_speedup": round(update["turn"] / update["episode"], 2),
+            "step_speedup": round(step["turn"] / step["episode"], 2)}
+
+
+def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: Path) -> dict:
+    """One headless run; its summary and the held-out curve read back from the run file."""
+    name = f"{args.scenario}-{method}-s{seed}"
+    cmd = [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario", args.scenario,
+           "--model", str(model), "--advantage", method, "--seed", str(seed), "--max-steps", str(args.max_steps),
+           "--eval-every", str(args.eval_every), "--prompts-per-step", str(args.prompts_per_step),
+           "--group-size", str(args.group_size), "--lr", str(args.lr), "--lr-warmup-steps", str(args.warmup),
+           "--db", str(db), "--name", name]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    t0 = time.perf_counter()
+    done = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, env=env, cwd=db.parent)
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} failed: {done.stderr[-2000:]}")
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     rows = StoreReader(db).step_metrics(summary["run_id"])
     return {
-        "success_initial": summary["eval_pass_at_1_initial"],
-        "success_final": summary["eval_pass_at_1_final"],
-        "steps": summary["steps"], "seconds": summary["seconds"],
-        "eval_curve": [{"step": r["step"], "seconds": round(r.get("elapsed_seconds", 0.0), 1),
-                        "success": r["eval/pass_at_1"]} for r in rows if "eval/pass_at_1" in r],
+        "name": name, "seed": seed, "wall_seconds": round(time.perf_counter() - t0, 1),
+        "train_seconds": summary["seconds"], "steps": summary["steps"],
+        "success_initial": summary["eval_pass_at_1_initial"], "success_final": summary["eval_pass_at_1_final"],
+        "eval_curve": [[r["step"], r["eval/pass_at_1"]] for r in rows if r.get("eval/pass_at_1") is not None],
         "sampled_success": [round(r["episodes/success"], 3) for r in rows if "episodes/success" in r],
         "anchor_shared_frac_mean": _mean([r["gigpo/anchor_shared_frac"] for r in rows
                                           if "gigpo/anchor_shared_frac" in r]),
@@ -53,27 +161,57 @@ def run_method(method: str, args: argparse.Namespace, tmp: Path) -> dict:
 
 
 def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 3) if values else None
+    return round(statistics.mean(values), 3) if values else None
+
+
+def _spread(values: list[float]) -> dict:
+    return {"mean": round(statistics.mean(values), 3), "min": min(values), "max": max(values),
+            "std": round(statistics.stdev(values), 3) if len(values) > 1 else 0.0}
+
+
+def curves(args: argparse.Namespace) -> dict:
+    scenario = get_scenario(args.scenario)
+    t0 = time.perf_counter()
+    model = ensure_tiny_model(scenario, seed=0)
+    build_s = time.perf_counter() - t0
+    db = Path(args.db).resolve() if args.db else Path(tempfile.mkdtemp()) / "multistep.db"
+    jobs = [(method, seed) for seed in args.seeds for method in ("gigpo", "grpo")]
+    with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
+        runs = list(pool.map(lambda job: run_one(job[0], job[1], args, model, db), jobs))
+    methods = {}
+    for method in ("gigpo", "grpo"):
+        mine = [r for r in runs if r["name"].split("-")[-2] == method]
+        finals = [r["success_final"] for r in mine if r["success_final"] is not None]
+        methods[method] = {"final_success": _spread(finals) if finals else None,
+                           "initial_success": mine[0]["success_initial"] if mine else None, "runs": mine}
+    return {"bench": "multistep-curves", "scenario": args.scenario, "seeds": args.seeds,
+            "max_steps": args.max_steps, "eval_every": args.eval_every, "prompts_per_step": args.prompts_per_step,
+            "group_size": args.group_size, "lr": args.lr, "warmup": args.warmup, "parallel": args.parallel, "threads_per_run": args.threads,
+            "tiny_model_build_s": round(build_s, 1), "db": str(db), **methods}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", default="number_guess")
-    parser.add_argument("--seconds", type=float, default=120.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-every", type=int, default=10)
-    parser.add_argument("--eval-size", type=int, default=100)
-    # Each turn trains as its own sample with the whole context before it,
-    # so a multi-step step costs ~turns x a single-turn one: fewer groups.
-    parser.add_argument("--prompts-per-step", type=int, default=8)
+    sub = parser.add_subparsers(dest="bench", required=True)
+    fast = sub.add_parser("speed", help="number_guess step seconds: one sequence per episode vs per turn")
+    fast.add_argument("--repeats", type=int, default=3, help="updates timed per layout (median)")
+    fast.add_argument("--seed", type=int, default=0)
+    fast.add_argument("--prompts-per-step", type=int, default=8)
+    fast.add_argument("--group-size", type=int, default=8)
+    learn = sub.add_parser("curves", help="GiGPO vs GRPO held-out success, same seeds, fixed steps")
+    learn.add_argument("--scenario", default="maze")
+    learn.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    learn.add_argument("--max-steps", type=int, default=60)
+    learn.add_argument("--eval-every", type=int, default=10)
+    learn.add_argument("--prompts-per-step", type=int, default=8)
+    learn.add_argument("--group-size", type=int, default=8)
+    learn.add_argument("--lr", type=float, default=5e-4)
+    learn.add_argument("--warmup", type=int, default=2, help="learning-rate warm-up steps")
+    learn.add_argument("--db", default=None, help="run file to keep (default: a temporary one)")
+    learn.add_argument("--parallel", type=int, default=2, help="runs at once")
+    learn.add_argument("--threads", type=int, default=1, help="torch threads per run")
     args = parser.parse_args()
-    t0 = time.perf_counter()
-    ensure_tiny_model(get_scenario(args.scenario), seed=args.seed)
-    build_s = time.perf_counter() - t0
-    with tempfile.TemporaryDirectory() as tmp:
-        results = {method: run_method(method, args, Path(tmp)) for method in ("gigpo", "grpo")}
-    print(json.dumps({"scenario": args.scenario, "seed": args.seed, "budget_s": args.seconds,
-                      "tiny_model_build_s": round(build_s, 1), **results}))
+    print(json.dumps(speed(args) if args.bench == "speed" else curves(args)))
 
 
 if __name__ == "__main__":

@@ -60,7 +60,8 @@ def measure_speed(model_dir: Path) -> dict:
     t0 = time.perf_counter()
     rollouts = rollout.play(examples[32:40])
     scored = score(rollouts, rubric)
-    advantages = rollout_advantages(rollouts, scored.rewards, skip=scored.errored_groups, method="grpo")
+    advantages = rollout_advantages(rollouts, scored.rewards, skip=scored.errored_groups, method="grpo",
+                                    turn_rewards=scored.turn_rewards)
     batch = to_batch(rollouts, scored, advantages, 1)
     collect_s = time.perf_counter() - t0
     t1 = time.perf_counter()

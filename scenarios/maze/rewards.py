@@ -1,0 +1,36 @@
+"""Rubric of the maze scenario: did the walk reach the goal?
+
+Edit this file (in the TUI with ``e``, or in any editor) to change how
+episodes are rewarded. Each reward function follows the scorer contract
+``score(example, completion) -> {"reward": float, "details": dict}``; for
+this multi-step scenario ``completion`` is the episode's transcript, a list
+of OpenAI-style message dicts. ``WEIGHTS`` names the functions of the rubric.
+"""
+
+
+def reached(example, completion):
+    """1.0 when the environment's last answer is "goal", else 0.0.
+
+    details: ``parse_status`` ``ok`` (reached), ``lost`` (moves used up) or
+    ``unfinished``; ``moves`` counts the assistant turns, ``bumps`` the
+    rejected moves.
+    """
+    answers = [m["content"] for m in completion if m["role"] == "user"]
+    last = answers[-1] if answers else ""
+    status = {"goal": "ok", "lost": "lost"}.get(last, "unfinished")
+    moves = sum(m["role"] == "assistant" for m in completion)
+    bumps = sum(a.startswith("bump") for a in answers)
+    return {"reward": 1.0 if status == "ok" else 0.0,
+            "details": {"parse_status": status, "moves": moves, "bumps": bumps}}
+
+
+def env_reward(example, completion):
+    """The environment's own reward (1.0 on the goal's turn), also given per turn."""
+    if "_env_rewards" not in example:  # scored outside a run (no environment): no verdict
+        return {"reward": 0.0, "details": {"turns": None}}
+    steps = [float(r) for r in example["_env_rewards"]]
+    return {"reward": sum(steps), "step_rewards": steps, "details": {"turns": len(steps)}}
+
+
+# env_reward pays the same 1.0 as reached here; weigh one or the other.
+WEIGHTS = {"reached": 1.0, "env_reward": 0.0}
