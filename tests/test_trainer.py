@@ -42,19 +42,47 @@ def test_padded_batch_gives_the_unpadded_logprobs(policy):
         assert got == pytest.approx(sample.old_logprobs, abs=1e-4)
 
 
+def _unpadded_logits(policy, sample: TrainSample) -> torch.Tensor:
+    """Reference: the logits (W, V) predicting ``sample``'s completion, from one unpadded pass."""
+    ids = torch.tensor([sample.prompt_ids + sample.completion_ids])
+    return policy.model(input_ids=ids).logits[0, len(sample.prompt_ids) - 1: -1]
+
+
 def test_entropies_match_the_full_softmax_at_the_sampling_temperature(policy):
     """The blockwise entropy (no (B, T, V) log-softmax kept) equals the textbook one."""
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=0.7))
     samples = [_sample(policy, f"{a}+{a}=", str(2 * a), 1.0) for a in range(1, 12)]  # > one entropy block
-    batch = _collate(samples, policy.pad_id, "cpu")
     with torch.no_grad():
-        logp, entropy = trainer._token_logprobs(policy.model, batch, with_entropy=True)
-        width = batch["completion_ids"].shape[1]
-        logits = policy.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                              position_ids=batch["position_ids"]).logits[:, -width - 1:-1] / 0.7
-    reference = torch.log_softmax(logits, -1)
-    assert torch.allclose(entropy, -(reference.exp() * reference).sum(-1), atol=1e-5)
-    assert torch.allclose(logp, reference.gather(-1, batch["completion_ids"][..., None]).squeeze(-1), atol=1e-5)
+        logp, entropy = trainer._token_logprobs(policy.model, _collate(samples, policy.pad_id, "cpu"),
+                                                with_entropy=True)
+        for row, sample in enumerate(samples):
+            reference = torch.log_softmax(_unpadded_logits(policy, sample) / 0.7, -1)
+            n = len(sample.completion_ids)
+            assert torch.allclose(entropy[row, :n], -(reference.exp() * reference).sum(-1), atol=1e-5)
+            ids = torch.tensor(sample.completion_ids)[:, None]
+            assert torch.allclose(logp[row, :n], reference.gather(-1, ids).squeeze(-1), atol=1e-5)
+
+
+def test_shared_prompts_give_the_per_row_log_probs_and_gradients(policy):
+    """A group's prompt runs once (its KV cache copied to the rows): same numbers as one pass per row."""
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=1.0))
+    samples = [_sample(policy, prompt, completion, 1.0)
+               for prompt in ("12+34=", "7+8=") for completion in ("46", "15", "1234", "")]
+    batch = _collate(samples, policy.pad_id, "cpu")
+    assert batch["prompt_ids"].shape[0] == 2 and batch["prompt_of_row"].tolist() == [0] * 4 + [1] * 4
+    logp, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+    (logp * batch["mask"]).sum().backward()
+    shared = [p.grad.clone() for p in policy.model.parameters()]
+    policy.model.zero_grad()
+    total = torch.zeros(())
+    for row, sample in enumerate(samples):
+        ids = torch.tensor(sample.completion_ids)[:, None]
+        reference = torch.log_softmax(_unpadded_logits(policy, sample), -1).gather(-1, ids).squeeze(-1)
+        assert torch.allclose(logp[row, : len(sample.completion_ids)], reference, atol=1e-5)
+        total = total + reference.sum()
+    total.backward()
+    for got, want in zip(shared, (p.grad for p in policy.model.parameters())):
+        assert torch.allclose(got, want, atol=1e-5)
 
 
 def test_advantage_sign_moves_the_completion_probability(policy):
@@ -93,3 +121,18 @@ def test_second_iteration_clips_large_ratios(policy):
     assert trainer.update([sample])["clip_ratio"] == 0.0  # ratio is exactly 1 at first
     trainer.update([sample])
     assert trainer.update([sample])["clip_ratio"] > 0.0
+
+
+def test_gradient_checkpointing_takes_the_one_pass_per_row_path_with_the_same_log_probs(policy):
+    """Checkpointed layers keep no KV cache, so those models run prompt + completion per row."""
+    from rlab.engine.policy.device import training_options
+
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=1.0))
+    samples = [_sample(policy, "12+34=", completion, 1.0) for completion in ("46", "15", "1234")]
+    batch = _collate(samples, policy.pad_id, "cpu")
+    policy.model.train()
+    with torch.no_grad():
+        shared, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+        training_options(policy.model, "cpu", gradient_checkpointing=True)
+        per_row, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+    assert torch.allclose(shared * batch["mask"], per_row * batch["mask"], atol=1e-5)

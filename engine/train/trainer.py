@@ -29,9 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.lora import is_lora, reference_mode
+from rlab.engine.policy.sampling import left_pad
 from rlab.engine.types import TrainSample
 
 
@@ -177,16 +179,9 @@ class Trainer:
         SmolLM2's 49,152-token vocabulary this keeps a 64-sequence x 64-token
         batch near 0.8 GB instead of several copies of it.
         """
-        width = batch["completion_ids"].shape[1]
         with self.autocast():
-            # Only the positions that predict completion tokens reach the LM head.
-            logits = model(
-                input_ids=batch["input_ids"],
-                attention_mask=batch["attention_mask"],
-                position_ids=batch["position_ids"],
-                logits_to_keep=width + 1,
-            ).logits
-        scaled = logits[:, :-1].float() / self.config.temperature
+            logits = _completion_logits(model, batch)
+        scaled = logits.float() / self.config.temperature
         chosen = scaled.gather(-1, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
         log_norm = torch.logsumexp(scaled, dim=-1)
         logp = chosen - log_norm
@@ -207,42 +202,76 @@ def _frozen_copy(model):
     return reference
 
 
+def _completion_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Logits (B, W, V) at the positions that predict each row's W completion tokens.
+
+    The G samples of a group share their prompt, so each distinct prompt
+    runs through the model once and its KV cache is copied to its rows
+    (an index_select, through which the gradient of every row flows back
+    to the shared prompt); then the completions run over that cache. The
+    loss and gradients equal those of one pass per row, for a fraction of
+    the compute (arithmetic: 32 x 6 + 256 x 4 tokens instead of 256 x 10).
+    """
+    rows, width = batch["prompt_of_row"], batch["completion_ids"].shape[1]
+    prompt_mask = batch["prompt_mask"][rows]
+    if any(getattr(module, "gradient_checkpointing", False) for module in model.modules()):
+        # Checkpointed layers keep no KV cache: one pass over prompt + completion per row.
+        attention = torch.cat([prompt_mask, batch["completion_mask"]], dim=1)
+        return model(input_ids=torch.cat([batch["prompt_ids"][rows], batch["completion_ids"]], dim=1),
+                     attention_mask=attention, position_ids=(attention.cumsum(dim=1) - 1).clamp(min=0),
+                     logits_to_keep=width + 1).logits[:, :-1]
+    cache = DynamicCache()
+    head = model(input_ids=batch["prompt_ids"], attention_mask=batch["prompt_mask"],
+                 position_ids=batch["prompt_positions"], past_key_values=cache, use_cache=True, logits_to_keep=1)
+    first = head.logits[rows]
+    if width == 1:
+        return first
+    cache.batch_select_indices(rows)
+    after_prompt = batch["prompt_positions"][rows, -1:] + 1
+    tail = model(input_ids=batch["completion_ids"][:, :-1],
+                 attention_mask=torch.cat([prompt_mask, batch["completion_mask"][:, :-1]], dim=1),
+                 position_ids=after_prompt + torch.arange(width - 1, device=rows.device),
+                 past_key_values=cache, use_cache=True).logits
+    return torch.cat([first, tail], dim=1)
+
+
 def _collate(samples: list[TrainSample], pad_id: int, device, *,
              drop_zero_advantage: bool = False) -> dict[str, torch.Tensor]:
-    """Left-pad prompts and right-pad completions so all completions align at the end.
+    """The trainer's batch: distinct prompts once, completions per row.
 
-    Layout per row: [pad..., prompt, completion, pad...], with the completion
-    occupying the last ``width`` positions before its own right padding, so
-    one slice of the logits serves every row. ``mask`` (B, width) is each
-    sample's loss mask, without its zero-advantage tokens when
-    ``drop_zero_advantage``; ``advantages`` is (B, width), per token.
+    ``prompt_ids`` / ``prompt_mask`` / ``prompt_positions`` (D, Lp): the D
+    distinct prompts, left-padded (positions count real tokens only, as
+    generate() does); ``prompt_of_row`` (B,) long: each sample's prompt.
+    ``completion_ids`` / ``completion_mask`` (B, W): completions,
+    right-padded. ``mask`` (B, W) is each sample's loss mask, without its
+    zero-advantage tokens when ``drop_zero_advantage``; ``old_logprobs`` and
+    ``advantages`` (B, W) float32 are per token.
     """
-    p_width = max(len(s.prompt_ids) for s in samples)
-    c_width = max(len(s.completion_ids) for s in samples)
-    rows, attn, comp, mask, old, adv = [], [], [], [], [], []
+    distinct: dict[tuple[int, ...], int] = {}
+    prompt_of_row = [distinct.setdefault(tuple(s.prompt_ids), len(distinct)) for s in samples]
+    prompt_ids, prompt_mask = left_pad([list(p) for p in distinct], pad_id, device)
+    width = max(len(s.completion_ids) for s in samples)
+    comp, attn, mask, old, adv = [], [], [], [], []
     for s in samples:
-        lp, lc = len(s.prompt_ids), len(s.completion_ids)
-        pad = [0.0] * (c_width - lc)
+        pad = [0.0] * (width - len(s.completion_ids))
         advantages = s.advantages()
         trained = s.mask()
         if drop_zero_advantage:
             trained = [m if a != 0.0 else 0.0 for m, a in zip(trained, advantages)]
-        rows.append([pad_id] * (p_width - lp) + s.prompt_ids + s.completion_ids + [pad_id] * (c_width - lc))
-        attn.append([0] * (p_width - lp) + [1] * (lp + lc) + [0] * (c_width - lc))
-        comp.append(s.completion_ids + [pad_id] * (c_width - lc))
+        comp.append(s.completion_ids + [pad_id] * len(pad))
+        attn.append([1] * len(s.completion_ids) + [0] * len(pad))
         mask.append(list(trained) + pad)
         old.append(list(s.old_logprobs) + pad)
         adv.append(list(advantages) + pad)
     as_long = lambda x: torch.tensor(x, dtype=torch.long, device=device)  # noqa: E731
     as_float = lambda x: torch.tensor(x, dtype=torch.float32, device=device)  # noqa: E731
-    attention = as_long(attn)
-    # Positions count real tokens only, as generate() does for left padding.
-    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
     return {
-        "input_ids": as_long(rows),
-        "attention_mask": attention,
-        "position_ids": positions,
+        "prompt_ids": prompt_ids,
+        "prompt_mask": prompt_mask,
+        "prompt_positions": (prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+        "prompt_of_row": as_long(prompt_of_row),
         "completion_ids": as_long(comp),
+        "completion_mask": as_long(attn),
         "mask": as_float(mask),
         "old_logprobs": as_float(old),
         "advantages": as_float(adv),
