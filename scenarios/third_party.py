@@ -147,10 +147,16 @@ def load_environment(module: str) -> Any:
 
 
 def _rubric_parts(env: Any) -> tuple[list[Any], list[float]]:
+    """The environment rubric's reward functions and weights (verifiers 0.1.x: a
+    ``Rubric`` or the ``RubricGroup`` that ``SingleTurnEnv`` builds around it).
+
+    Weight-0 functions are verifiers' metrics (e.g. the monitor rubric's
+    ``num_turns(state)``): they never enter the reward, so they are left out.
+    """
     rubric = env.rubric
-    funcs = rubric.get_reward_funcs() if hasattr(rubric, "get_reward_funcs") else rubric.reward_funcs
-    weights = rubric.get_reward_weights() if hasattr(rubric, "get_reward_weights") else rubric.reward_weights
-    return list(funcs), [float(w) for w in weights]
+    pairs = zip(rubric._get_reward_funcs(), rubric._get_reward_weights())
+    kept = [(fn, float(w)) for fn, w in pairs if float(w) != 0.0]
+    return [fn for fn, _ in kept], [w for _, w in kept]
 
 
 def verifiers_reward_functions(module: str) -> dict[str, Any]:

@@ -155,45 +155,26 @@ def test_missing_extras_say_what_to_install(monkeypatch):
 
 VERIFIERS_ENV = '''
 import datasets
-
-
-class XMLParser:
-    def parse_answer(self, completion):
-        text = completion[-1]["content"] if isinstance(completion, list) else completion
-        return text.split("<answer>")[-1].split("</answer>")[0].strip()
-
-
-def correct_answer(completion, answer, parser, **kwargs):
-    return 1.0 if parser.parse_answer(completion) == answer else 0.0
-
-
-async def short(completion, **kwargs):
-    return 1.0 if len(completion[-1]["content"]) < 40 else 0.0
-
-
-class Rubric:
-    def __init__(self, funcs, weights, parser):
-        self.reward_funcs, self.reward_weights, self.parser = funcs, weights, parser
-
-
-class SingleTurnEnv:
-    def __init__(self, dataset, system_prompt, parser, rubric):
-        self.dataset, self.eval_dataset = dataset, None
-        self.system_prompt, self.parser, self.rubric = system_prompt, parser, rubric
+import verifiers as vf
 
 
 def load_environment():
     rows = [{"question": f"{i}*2?", "answer": str(2 * i), "info": {"i": i}} for i in range(30)]
-    parser = XMLParser()
-    return SingleTurnEnv(datasets.Dataset.from_list(rows), "Answer in <answer> tags.", parser,
-                         Rubric([correct_answer, short], [1.0, 0.25], parser))
+    parser = vf.XMLParser(fields=["answer"], answer_field="answer")
+
+    def correct_answer(completion, answer, parser, **kwargs) -> float:
+        return 1.0 if parser.parse_answer(completion) == answer else 0.0
+
+    rubric = vf.Rubric(funcs=[correct_answer, parser.get_format_reward_func()], weights=[1.0, 0.25],
+                       parser=parser)
+    return vf.SingleTurnEnv(dataset=datasets.Dataset.from_list(rows), system_prompt="Answer in <answer> tags.",
+                            parser=parser, rubric=rubric)
 '''
 
 
 def test_verifiers_environment_from_load_environment(tmp_path):
-    """The classic verifiers single-turn surface (a look-alike module: verifiers 0.4 dropped it)."""
-    if importlib.util.find_spec("verifiers") is None:
-        pytest.skip("verifiers not installed")
+    """A real verifiers 0.1.x SingleTurnEnv (its RubricGroup, XMLParser and format reward)."""
+    pytest.importorskip("verifiers", reason="verifiers not installed: pip install 'rollout-lab[tasks]'")
     from rlab.engine.rewards.rubric import load_rubric
     from rlab.engine.rewards.signatures import style_of
 
@@ -202,8 +183,10 @@ def test_verifiers_environment_from_load_environment(tmp_path):
     task = get_scenario(f"verifiers:{module}")
     assert task.system_prompt == "Answer in <answer> tags." and task.dataset_info["held_out"].startswith("10%")
     rubric = load_rubric(task.reward_file)
-    assert rubric.weights == {"correct_answer": 1.0, "short": 0.25}
+    # the monitor rubric's weight-0 num_turns metric is not a reward
+    assert rubric.weights == {"correct_answer": 1.0, "format_reward_func": 0.25}
     assert {style_of(f) for f in rubric.functions.values()} == {"verifiers"}
     example = task.train_examples(0)[0]
-    result = rubric.score_group([example], [f"<answer>{example['answer']}</answer>"])[0]
-    assert result.error is None and result.reward == pytest.approx(1.25)
+    right, wrong = rubric.score_group([example, example], [f"<answer>{example['answer']}</answer>", "no idea"])
+    assert right.error is None and right.reward == pytest.approx(1.25)
+    assert wrong.error is None and wrong.components["correct_answer"] == 0.0 and wrong.reward < 0.25
