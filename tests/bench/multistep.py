@@ -1,7 +1,7 @@
 """Multi-step benchmarks: step speed (one sequence per episode vs one sample per turn)
 and GiGPO vs GRPO learning curves. Both print JSON.
 
-    python tests/bench/multistep.py speed [--repeats 3] [--prompts-per-step 8]
+    python tests/bench/multistep.py speed [--scenario number_guess] [--repeats 3] [--prompts-per-step 8]
     python tests/bench/multistep.py curves [--scenario maze] [--seeds 0 1 2] [--max-steps 60]
                                            [--db runs.db] [--parallel 2]
 
@@ -92,11 +92,15 @@ def speed(args: argparse.Namespace) -> dict:
     """
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        rewards = tmp / "rewards.py"
-        rewards.write_text(VALID_GUESSES)
-        config = RunConfig(scenario="number_guess", model=raw_model(tmp / "model"), db=tmp / "speed.db",
+        scenario = get_scenario(args.scenario)
+        if args.scenario == "number_guess":
+            rewards, model = tmp / "rewards.py", raw_model(tmp / "model")
+            rewards.write_text(VALID_GUESSES)
+        else:  # the scenario's warm-started tiny policy and its own rubric
+            rewards, model = scenario.reward_file, ensure_tiny_model(scenario, seed=0)
+        config = RunConfig(scenario=args.scenario, model=model, db=tmp / "speed.db",
                            seed=args.seed, prompts_per_step=args.prompts_per_step, group_size=args.group_size,
-                           advantage="gigpo", store=False)
+                           advantage="gigpo", store=False, **dict(scenario.run_defaults))
         session = start(config)
         try:
             examples = session.rng.sample(session.train_examples, config.prompts_per_step)
@@ -120,7 +124,8 @@ def speed(args: argparse.Namespace) -> dict:
             update_s[unit].append(seconds)
     update = {unit: statistics.median(values) for unit, values in update_s.items()}
     step = {unit: rollout_s + score_s + update[unit] for unit in update}
-    return {"bench": "multistep-speed", "scenario": "number_guess", "policy": "untrained tiny model",
+    policy = "untrained tiny model" if args.scenario == "number_guess" else "warm-started tiny model (seed 0)"
+    return {"bench": "multistep-speed", "scenario": args.scenario, "policy": policy,
             "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
             "num_iterations": config.num_iterations, "torch_threads": torch.get_num_threads(),
             "turns": sum(len(t.turns) for t in rollouts.trajectories()),
@@ -195,6 +200,9 @@ def main() -> None:
     sub = parser.add_subparsers(dest="bench", required=True)
     fast = sub.add_parser("speed", help="number_guess step seconds: one sequence per episode vs per turn")
     fast.add_argument("--repeats", type=int, default=3, help="updates timed per layout (median)")
+    fast.add_argument("--scenario", default="number_guess",
+                      help="number_guess (untrained policy, valid-guess reward) or a multi-step scenario "
+                      "with its warm-started policy and rubric (e.g. maze)")
     fast.add_argument("--seed", type=int, default=0)
     fast.add_argument("--prompts-per-step", type=int, default=8)
     fast.add_argument("--group-size", type=int, default=8)
