@@ -48,6 +48,7 @@ def run(config: RunConfig) -> dict:
         session.writer.set_status(session.run_id, status)
         raise
     finally:
+        session.close_servers()
         session.scoring.close()
         session.writer.close()
 
