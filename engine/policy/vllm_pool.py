@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rlab.engine.policy.lora import is_lora, save_adapter
-from rlab.engine.policy.vllm import ServerDown, VLLMBackend, VLLMError, adapter_name
+from rlab.engine.policy.vllm import ServerDown, VLLMBackend, VLLMError, adapter_name, save_step_adapter
 from rlab.engine.types import Sample
 
 #: ``on_drop(base_url, reason)``: called once per dropped server.
@@ -135,9 +134,7 @@ class VLLMPool:
             VLLMError: ``model`` has no LoRA adapter, a server refused the
                 adapter, or the last server is down (the previous adapter stays).
         """
-        if not is_lora(model):
-            raise VLLMError("the vllm backend trains through LoRA adapters; pass --lora-rank > 0")
-        path = save_adapter(model, Path(adapter_dir) / f"step-{step}")
+        path = save_step_adapter(model, step, adapter_dir)
         name = adapter_name(step)
         for backend in list(self.backends):
             try:
