@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from pathlib import Path
 
 import openai
@@ -158,3 +159,24 @@ def test_two_servers_at_once_share_groups_and_adapters(server, model_dir, policy
         assert len(pool.sample(prompts, max_new_tokens=4, temperature=1.0)) == 8
         pool.close()
     policy.model = model.unload()
+
+
+def test_a_run_without_vllm_url_trains_through_its_own_real_server(tmp_path, model_dir):
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, RLAB_VLLM_PYTHON=vllm_python())
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--model", "smollm2-135m",
+         "--backend", "vllm", "--lora-rank", "8", "--max-steps", "2", "--prompts-per-step", "2",
+         "--group-size", "2", "--max-new-tokens", "8", "--eval-size", "1", "--db", str(tmp_path / "r.db")],
+        capture_output=True, text=True, env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1])["steps"] == 2
+    assert "[vllm] INFO:     Application startup complete." in proc.stderr
+    loaded = re.findall(r'"POST /v1/load_lora_adapter HTTP/1.1" 200', proc.stderr)
+    assert len(loaded) == 2  # one adapter per step, hot-loaded into the run's own server
+    port = int(re.findall(r"'port': (\d+)", proc.stderr)[0])
+    with socket.socket() as sock:  # the server stopped with the run
+        assert sock.connect_ex(("127.0.0.1", port)) != 0
