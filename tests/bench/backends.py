@@ -15,10 +15,12 @@ Two parts, one JSON object on stdout:
   prompts x G=8, ``--new-tokens`` per completion) with each backend, split
   into generation, scoring, update and adapter sync as the engine measures
   them (``time/*`` step metrics of engine.step.train_step); the median over
-  steps 2..``--steps`` (step 1 warms up). ``vllm_over_hf`` is the ratio of
+  steps 2..``--steps`` (step 1 warms up; with ``--steps 1``, step 1).
+  ``vllm_over_hf`` is the ratio of
   total step seconds; the target (issue 14) is at most 0.5.
 
-The vLLM server runs under ``$RLAB_VLLM_PYTHON`` or the venv that
+Each finished part is also printed to stderr as one JSON line, so a run
+stopped early keeps what it measured. The vLLM server runs under ``$RLAB_VLLM_PYTHON`` or the venv that
 scripts/vllm_venv.sh builds. Figures taken while other jobs share the CPU
 are labelled by ``--label`` (default "measured under load"). Run:
 ``RLAB_VLLM_PYTHON="$(scripts/vllm_venv.sh)" PYTHONPATH=. nice -n 10 .venv/bin/python tests/bench/backends.py``
@@ -31,6 +33,7 @@ import json
 import os
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -68,16 +71,22 @@ def timed(sample, prompts: list[list[int]], new_tokens: int, repeat: int) -> dic
     return best
 
 
+def partial(name: str, value: dict) -> dict:
+    """Print one finished part to stderr at once (a long run stopped early keeps it); return it."""
+    print(json.dumps({"part": name, **value}), file=sys.stderr, flush=True)
+    return value
+
+
 def generation(model_dir: Path, url: str, args, adapter_dir: Path) -> dict:
     """Tokens/s: HF generate, vLLM base model, vLLM through a LoRA adapter."""
     policy = Policy.load(model_dir, "cpu")
     prompts = [policy.render([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}])
                for i in range(args.sequences)]
-    result = {"hf_generate": timed(policy.sample, prompts, args.new_tokens, args.repeat)}
+    result = {"hf_generate": partial("hf_generate", timed(policy.sample, prompts, args.new_tokens, args.repeat))}
     backend = VLLMBackend(url, render=policy.render, timeout_s=1800)
-    result["vllm_base"] = timed(backend.sample, prompts, args.new_tokens, args.repeat)
+    result["vllm_base"] = partial("vllm_base", timed(backend.sample, prompts, args.new_tokens, args.repeat))
     backend.sync_policy(apply_lora(policy.model, LoraSettings(rank=16)), 0, adapter_dir)
-    result["vllm_adapter"] = timed(backend.sample, prompts, args.new_tokens, args.repeat)
+    result["vllm_adapter"] = partial("vllm_adapter", timed(backend.sample, prompts, args.new_tokens, args.repeat))
     backend.close()
     return result
 
@@ -98,7 +107,7 @@ def grpo_steps(model_dir: Path, backend: str, url: str, args, folder: Path) -> d
     out["total"] = round(statistics.median(m["step_seconds"] for m in metrics), 2)
     out["tokens_per_step"] = round(statistics.median(m["completions/mean_length"] for m in metrics)
                                    * args.sequences)
-    return out
+    return partial(f"grpo_step_{backend}", out)
 
 
 def main() -> None:
@@ -118,7 +127,7 @@ def main() -> None:
                 timeout_s=1800) as server:
         start_s = time.perf_counter() - started
         gen = generation(model_dir, server.url, args, folder / "adapters")
-        steps = {b: grpo_steps(model_dir, b, server.url, args, folder) for b in ("hf", "vllm")}
+        steps = {b: grpo_steps(model_dir, b, server.url, args, folder) for b in ("vllm", "hf")}
     ratio = steps["vllm"]["total"] / steps["hf"]["total"]
     print(json.dumps({
         "label": args.label,
