@@ -227,6 +227,8 @@ def check_options(config: RunConfig) -> None:
         _check_model(config, config.model)
     if config.device is not None:
         _check_device(config.device)
+    if config.backend == "vllm":
+        _check_vllm(config)
     available = len(scenario.train_examples(config.seed))
     if config.prompts_per_step > available:
         raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "
@@ -272,6 +274,21 @@ def _check_device(device: str) -> None:
                        f"({torch.cuda.device_count()} visible); pass cpu or leave it out")
     if parsed.type not in ("cpu", "cuda"):
         raise CliError(f"--device {device}: only cpu and cuda are supported")
+
+
+def _check_vllm(config: RunConfig) -> None:
+    """The ``--vllm-url`` list parses, or, without one, a Python with vllm is there to start a server."""
+    from rlab.engine.policy.vllm import VLLMError
+    from rlab.engine.policy.vllm_launch import find_vllm_python
+    from rlab.engine.policy.vllm_pool import split_urls
+
+    try:
+        if config.vllm_url is not None:
+            split_urls(config.vllm_url)
+        else:
+            find_vllm_python(config.vllm_python)
+    except (ValueError, VLLMError) as err:
+        raise CliError(f"--backend vllm: {err}") from None
 
 
 def check_run_file(db: Path, *, writable: bool) -> None:

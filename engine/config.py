@@ -83,7 +83,11 @@ class RunConfig(BaseModel):
         description="reward-hacking alert thresholds by name (tui.alerts.AlertThresholds), read by the TUI")
 
     backend: Literal["hf", "vllm"] = Field("hf", description="rollout generation backend")
-    vllm_url: str = Field("http://localhost:8000/v1", description="vLLM server (OpenAI-compatible) URL")
+    vllm_url: str | None = Field(None, description=(
+        "vLLM server URL(s), comma-separated (http://HOST:PORT/v1,...): groups are spread over them; "
+        "None = start a local server for the run (rlab serve)"))
+    vllm_python: str | None = Field(None, description=(
+        "the Python with vllm that runs a server rlab starts; None = $RLAB_VLLM_PYTHON, else this one"))
     vllm_model: str | None = Field(None, description="served base model name; None = ask the server")
     lora_rank: int = Field(0, ge=0, description="0 trains every weight; > 0 trains a LoRA adapter")
     lora_alpha: float | None = Field(None, gt=0, le=4096, description=(

@@ -27,6 +27,8 @@ from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
 from rlab.engine.policy.tiny import ensure_tiny_model
 from rlab.engine.policy.vllm import VLLMBackend
+from rlab.engine.policy.vllm_launch import ServeSettings, ServerProcess, find_vllm_python, launch, lora_rank_limit
+from rlab.engine.policy.vllm_pool import VLLMPool, split_urls
 from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.pool import ProcessRubric, RubricVersion, ScoringProcess
 from rlab.engine.rewards.rubric import Rubric, load_rubric
@@ -52,8 +54,10 @@ def run_dir(db: Path, name: str) -> Path:
 class Session:
     """Everything a running loop holds.
 
-    sampler is the policy itself (HF generate) or ``vllm`` (a vLLM server
-    that serves the trained LoRA adapter); judge is None without
+    sampler is the policy itself (HF generate) or ``vllm`` (vLLM servers
+    that serve the trained LoRA adapter); ``server`` is the vLLM server
+    the run started itself (no ``--vllm-url``), stopped by
+    :meth:`close_servers`; judge is None without
     ``--judge-model``. rubric scores in ``scoring``, a separate process,
     so user reward code never runs in the engine (engine.rewards.pool).
     reward_version counts the rubric versions applied (1 = the scenario's
@@ -66,7 +70,7 @@ class Session:
     scenario: Scenario
     policy: Policy
     sampler: Sampler
-    vllm: VLLMBackend | None
+    vllm: VLLMPool | None
     trainer: Trainer
     rollout: Rollout
     judge: RulerJudge | None
@@ -80,6 +84,14 @@ class Session:
     first_step: int
     rng: random.Random
     recent_groups: list[GroupRecord] = field(default_factory=list)
+    server: ServerProcess | None = None
+
+    def close_servers(self) -> None:
+        """Close the vLLM connections and stop the server this run started, if any."""
+        if self.vllm is not None:
+            self.vllm.close()
+        if self.server is not None:
+            self.server.stop()
 
     def use_rubric(self, rubric: Rubric | RubricVersion) -> None:
         """Score with ``rubric`` from now on, in the scoring process."""
@@ -106,10 +118,19 @@ class Session:
 @dataclass
 class _Parts:
     policy: Policy
-    vllm: VLLMBackend | None
+    vllm: VLLMPool | None
     trainer: Trainer
     rollout: Rollout
     judge: RulerJudge | None
+    server: ServerProcess | None = None
+
+    def with_events(self, writer: StoreWriter, run_id: int) -> "_Parts":
+        """Record a dropped rollout server as a ``server_dropped`` event of run ``run_id``."""
+        if self.vllm is not None:
+            self.vllm.on_drop = lambda url, reason: writer.write_event(
+                run_id, "server_dropped", {"url": url, "reason": reason,
+                                           "servers_left": len(self.vllm.backends) if self.vllm else 0})
+        return self
 
 
 def with_scenario_defaults(config: RunConfig, scenario: Scenario) -> RunConfig:
@@ -143,17 +164,41 @@ def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> _Parts:
     autocast = training_options(policy.model, policy.device,
                                 gradient_checkpointing=config.gradient_checkpointing, bf16=config.bf16)
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig.from_run(config), autocast=autocast)
-    vllm = None
+    vllm, server = None, None
     if config.backend == "vllm":
         if not config.lora_rank:
             raise ValueError("--backend vllm trains a LoRA adapter: pass --lora-rank N (e.g. 16)")
-        vllm = VLLMBackend(config.vllm_url, config.vllm_model, render=policy.render)
-        vllm.served_models()  # fail fast, with the fix, when the server is not there
+        vllm, server = _rollout_servers(config, model_dir, policy)
     judge = None
     if config.judge is not None:
         judge = config.judge.build(rubric=scenario.judge_rubric)
     rollout = Rollout(vllm or policy, scenario, config, tokenizer=policy.tokenizer)
-    return _Parts(policy, vllm, trainer, rollout, judge)
+    return _Parts(policy, vllm, trainer, rollout, judge, server)
+
+
+def _rollout_servers(config: RunConfig, model_dir: Path, policy: Policy) -> tuple[VLLMPool, ServerProcess | None]:
+    """The vLLM servers of ``--vllm-url``, or one started for this run on a free loopback port.
+
+    Raises:
+        ValueError: a malformed ``--vllm-url`` list.
+        rlab.engine.policy.vllm.VLLMError: a server cannot be reached, or
+            none could be started (the message has the install commands).
+    """
+    server = None
+    if config.vllm_url is None:
+        settings = ServeSettings(model_dir, max_lora_rank=lora_rank_limit(config.lora_rank))
+        server = launch(settings, find_vllm_python(config.vllm_python))
+        urls = [server.url]
+    else:
+        urls = split_urls(config.vllm_url)
+    try:
+        pool = VLLMPool([VLLMBackend(url, config.vllm_model, render=policy.render) for url in urls])
+        pool.served_models()  # fail fast, with the fix, when a server is not there
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    return pool, server
 
 
 def start(config: RunConfig) -> Session:
@@ -187,11 +232,12 @@ def start(config: RunConfig) -> Session:
                               reward_source=rubric.source, model_dir=model_dir)
     manifest["config"] = stored  # the resolved options (flags over run file over task defaults)
     run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)
+    parts.with_events(writer, run_id)
     writer.write_reward_version(run_id, 1, rubric.source, rubric.weights)
     scoring = ScoringProcess()
     return Session(config, scenario, parts.policy, parts.vllm or parts.policy, parts.vllm, parts.trainer,
                    parts.rollout, parts.judge, writer, run_id, name, reward_file, ProcessRubric(rubric, scoring),
-                   scoring, 1, 1, random.Random(config.seed))
+                   scoring, 1, 1, random.Random(config.seed), server=parts.server)
 
 
 def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
@@ -203,7 +249,7 @@ def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
     merged = saved.model_copy(update={"max_steps": config.max_steps, "max_seconds": config.max_seconds,
                                       "resume": config.resume, "db": config.db, "store": config.store})
     scenario = load_scenario(merged.scenario, merged.task)
-    parts = _build(merged, scenario, Path(stored["model_dir"]))
+    parts = _build(merged, scenario, Path(stored["model_dir"])).with_events(writer, found["id"])
     rng = random.Random(merged.seed)
     first_step = 1
     if info["checkpoint"]:
@@ -222,7 +268,7 @@ def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
     scoring = ScoringProcess()
     return Session(merged, scenario, parts.policy, parts.vllm or parts.policy, parts.vllm, parts.trainer,
                    parts.rollout, parts.judge, writer, found["id"], found["name"], reward_file,
-                   ProcessRubric(rubric, scoring), scoring, version, first_step, rng)
+                   ProcessRubric(rubric, scoring), scoring, version, first_step, rng, server=parts.server)
 
 
 def _as_rng_state(state: list | tuple) -> tuple:

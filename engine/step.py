@@ -48,6 +48,7 @@ def run(config: RunConfig) -> dict:
         session.writer.set_status(session.run_id, status)
         raise
     finally:
+        session.close_servers()
         session.scoring.close()
         session.writer.close()
 
@@ -106,12 +107,19 @@ def train(session: Session) -> dict:
 
 
 def train_step(session: Session, controller: Controller, step: int) -> dict[str, float]:
-    """Engine step ``step``: roll out, score, advantages, store, update; its metrics."""
+    """Engine step ``step``: roll out, score, advantages, store, update; its metrics.
+
+    Besides the metrics of :func:`_step_metrics`, the wall seconds of each
+    phase: ``time/generation``, ``time/scoring``, ``time/update`` and
+    ``time/adapter_sync`` (0 without vLLM), for tests/bench/backends.py.
+    """
     t0 = time.perf_counter()
     cfg = session.config
     examples = session.rng.sample(session.train_examples, cfg.prompts_per_step)
     rollouts = session.rollout.play(examples)
+    t_played = time.perf_counter()
     scored = score(rollouts, session.rubric, session.judge, cfg.judge.weight if cfg.judge else 1.0)
+    t_scored = time.perf_counter()
     advantages = rollout_advantages(rollouts, scored.rewards, skip=scored.judge_failed | scored.errored_groups,
                                     method=cfg.advantage, turn_rewards=scored.turn_rewards, gamma=cfg.gamma,
                                     omega=cfg.omega, mode=cfg.gigpo_mode)
@@ -119,12 +127,18 @@ def train_step(session: Session, controller: Controller, step: int) -> dict[str,
     session.recent_groups = batch.groups[-CHECK_GROUPS:]
     group_ids = _store_groups(session, controller, step, batch)
     _record_judge(session, controller, step, scored, group_ids)
+    t_update = time.perf_counter()
     update = session.trainer.step(batch.samples)
     check_finite(session.policy.model, step, f"--lr ({cfg.lr}), --beta ({cfg.beta}) or --lora-alpha ({cfg.lora_alpha})")
+    t_sync = time.perf_counter()
     if session.vllm is not None:
         session.vllm.sync_policy(session.policy.model, step, session.files / "adapters")
+    t_synced = time.perf_counter()
     _record_reward_errors(session, controller, step, batch)
-    return _step_metrics(batch, update, time.perf_counter() - t0, session.reward_version, session.policy.device)
+    metrics = _step_metrics(batch, update, time.perf_counter() - t0, session.reward_version, session.policy.device)
+    metrics.update({"time/generation": t_played - t0, "time/scoring": t_scored - t_played,
+                    "time/update": t_sync - t_update, "time/adapter_sync": t_synced - t_sync})
+    return metrics
 
 
 def evaluate(session: Session) -> float | None:

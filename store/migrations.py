@@ -12,7 +12,8 @@ events and commands. Version 2 (issue 3) adds multi-step turns, the judge,
 reward-function versions, checkpoints, crash detection fields and the hot
 metric columns of ``steps``. Version 3 adds a covering index for step series; version 4 gives turns their
 run and step; version 5 keeps each group's dataset example; version 6 gives
-runs a kind (train / eval / select) and the summary of an eval or select run.
+runs a kind (train / eval / select) and the summary of an eval or select run;
+version 8 records each judge call's response mode and attempts.
 
 Units: every ``*_at`` column is Unix time in seconds (REAL); ``*_tokens``
 columns count tokens; ``latency_s`` and ``step_seconds`` are seconds. JSON
@@ -222,5 +223,15 @@ V7 = [
     "ALTER TABLE trajectories ADD COLUMN token_ends BLOB",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7]
+V8 = [
+    # Per judge call, how it asked for JSON (json_schema / prompt / cache:
+    # engine.rewards.judge.ruler.RESPONSE_MODES) and how many requests it
+    # took, so a small local judge that needs the prompt fallback or many
+    # retries shows on the judge line; an index to read a group's call.
+    "ALTER TABLE judge_calls ADD COLUMN response_mode TEXT",
+    "ALTER TABLE judge_calls ADD COLUMN attempts INTEGER",
+    "CREATE INDEX judge_calls_group ON judge_calls(group_id)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -243,7 +243,9 @@ class StoreReader:
 
     def group(self, group_id: int) -> GroupRow | None:
         """The group row with ``trajectories``: its full trajectory rows
-        (messages, components and details decoded), in index order."""
+        (messages, components and details decoded), in index order; and
+        ``judge_call``: its latest judge call's latency, tokens, response
+        mode and attempts (None without one)."""
         with self._snapshot() as conn:
             group = fetch_dict(conn.execute('SELECT * FROM "groups" WHERE id = ?', [group_id]),
                                ("example",))
@@ -252,6 +254,9 @@ class StoreReader:
             group["trajectories"] = fetch_dicts(conn.execute(
                 "SELECT * FROM trajectories WHERE group_id = ? ORDER BY idx", [group_id]),
                 _TRAJECTORY_JSON)
+            group["judge_call"] = fetch_dict(conn.execute(
+                "SELECT latency_s, prompt_tokens, completion_tokens, response_mode, attempts "
+                "FROM judge_calls WHERE group_id = ? ORDER BY id DESC LIMIT 1", [group_id]))
         return cast(GroupRow, group)
 
     def trajectory(self, trajectory_id: int) -> InspectedTrajectoryRow | None:

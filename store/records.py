@@ -15,6 +15,7 @@ RUN_KINDS = ("train", "eval", "select")
 
 EVENT_KINDS = (
     "pause", "resume", "reward_edit", "alert", "error", "eval", "judge_failed", "checkpoint",
+    "server_dropped",
 )
 """Values of ``events.kind``."""
 

@@ -211,10 +211,22 @@ class StepGroupRow(_GroupColumns):
     trajectories: list[TrajectorySummary]
 
 
+class JudgeCallSummary(TypedDict):
+    """The latest ``judge_calls`` row of a group: seconds, tokens, how it asked for JSON."""
+
+    latency_s: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    response_mode: str | None
+    attempts: int | None
+
+
 class GroupRow(_GroupColumns):
-    """``StoreReader.group``: the group row with its full trajectory rows."""
+    """``StoreReader.group``: the group row with its full trajectory rows and
+    its judge call (None without a judge)."""
 
     trajectories: list[TrajectoryRow]
+    judge_call: JudgeCallSummary | None
 
 
 class EventRow(TypedDict):

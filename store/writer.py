@@ -392,18 +392,20 @@ class StoreWriter:
                          model: str, raw_response: str | None = None,
                          latency_s: float | None = None, prompt_tokens: int = 0,
                          completion_tokens: int = 0, cost_usd: float | None = None,
-                         error: str | None = None, step: int | None = None) -> int:
-        """Record one judge request (latency in seconds, cost in US dollars);
-        return its id. Text fields are scrubbed of credentials."""
+                         error: str | None = None, step: int | None = None,
+                         response_mode: str | None = None, attempts: int | None = None) -> int:
+        """Record one judge request (latency in seconds, cost in US dollars,
+        ``response_mode`` json_schema / prompt / cache, ``attempts`` HTTP
+        requests); return its id. Text fields are scrubbed of credentials."""
         with self.database.atomic():
             return insert_row(self.database,
                 "INSERT INTO judge_calls (run_id, group_id, step, request_hash, model, "
                 "raw_response, latency_s, prompt_tokens, completion_tokens, cost_usd, error, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "response_mode, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, group_id, step, request_hash, scrub_text(model),
                  None if raw_response is None else scrub_text(raw_response), latency_s,
                  prompt_tokens, completion_tokens, cost_usd,
-                 None if error is None else scrub_text(error), time.time()])
+                 None if error is None else scrub_text(error), response_mode, attempts, time.time()])
 
     @_noop_when_disabled()
     def write_summary(self, run_id: int, summary: dict[str, Any]) -> None:

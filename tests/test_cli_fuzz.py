@@ -9,7 +9,7 @@ through ``main([...])`` and ``RLAB_FUZZ_SUBPROCESS`` (default 2) of them again
 as a real ``rlab`` process. Every run is tiny (one step, two prompts, two
 rollouts, two held-out examples) on the untrained tiny model. Left out: the
 network targets (``--judge-base-url``, ``--vllm-url``: a value there would
-make the run call out) and ``--db``/``--name``/``--resume``/``--model``,
+make the run call out), ``--vllm-python`` (a program to start) and ``--db``/``--name``/``--resume``/``--model``,
 which the other tests cover; a judge option is always paired with a judge on
 a closed local port.
 """
@@ -31,7 +31,7 @@ from rlab.tui import cli
 SEED = int(os.environ.get("RLAB_FUZZ_SEED", "19"))
 CASES = int(os.environ.get("RLAB_FUZZ_CASES", "16"))
 SUBPROCESS = int(os.environ.get("RLAB_FUZZ_SUBPROCESS", "2"))
-SKIPPED = {"--db", "--name", "--resume", "--model", "--judge-base-url", "--vllm-url", "--help"}
+SKIPPED = {"--db", "--name", "--resume", "--model", "--judge-base-url", "--vllm-url", "--vllm-python", "--help"}
 EDGES = {
     "INT": ["-5", "0", "1", "2", "3", str(10**12), "nan", "", "abc", "1.5"],
     "NUM": ["-1", "0", "1e-300", "0.5", "1", "1e308", "nan", "inf", "", "abc"],

@@ -291,3 +291,55 @@ def test_call_fields_match_the_store_writer(tmp_path):
     assert (row["prompt_tokens"], row["completion_tokens"], row["raw_response"]) == (
         100, 20, answer)
     assert row["cost_usd"] == pytest.approx(120 / 1e6) and row["error"] is None
+
+
+async def test_the_schema_pins_the_group_and_max_tokens_bounds_the_answer(tmp_path):
+    from rlab.engine.rewards.judge.ruler import EXPLANATION_MAX_CHARS, answer_token_budget
+
+    result, server = await judge_once([Reply(content=scores_json({"1": 1, "2": 0, "3": 0.5}))], tmp_path)
+    (body,) = server.requests
+    schema = body["response_format"]["json_schema"]["schema"]
+    scores = schema["properties"]["scores"]
+    assert (scores["minItems"], scores["maxItems"]) == (3, 3)
+    entry = schema["$defs"]["ScoredTrajectory"]["properties"]
+    assert entry["trajectory_id"]["enum"] == ["1", "2", "3"]
+    assert entry["explanation"]["maxLength"] == EXPLANATION_MAX_CHARS
+    assert (entry["score"]["minimum"], entry["score"]["maximum"]) == (0, 1)
+    assert body["max_tokens"] == answer_token_budget(3) < answer_token_budget(8)
+    assert result.response_mode == "json_schema"
+
+
+async def test_each_call_records_its_response_mode(tmp_path):
+    answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
+    with ChatCompletionsServer([Reply(content=answer)] * 2, reject_response_format=True) as server:
+        async with make_judge(server, tmp_path, use_cache=True) as judge:
+            refused = await judge.score_group(GROUP)
+            cached = await judge.score_group(GROUP)
+    assert (refused.response_mode, refused.attempts) == ("prompt", 2)
+    assert "max_tokens" in server.requests[1] and "response_format" not in server.requests[1]
+    assert cached.cached and cached.response_mode == "cache" and len(server.requests) == 2
+
+
+def test_the_store_keeps_the_mode_attempts_and_the_group_shows_them(tmp_path):
+    from rlab.store.reader import StoreReader
+    from rlab.store.records import GroupRecord
+    from rlab.store.writer import StoreWriter
+    from rlab.tui.group_view import judge_line
+
+    answer = scores_json({"1": 0.9, "2": 0.1, "3": 0.6})
+    with ChatCompletionsServer([Reply(content=answer)], reject_response_format=True) as server:
+        with make_judge(server, tmp_path) as judge:
+            result = judge.score_group_sync(GROUP)
+    with StoreWriter(tmp_path / "run.db") as writer:
+        run_id = writer.start_run("r", "support_replies", {}, {})
+        group_id = writer.write_group(run_id, 1, GroupRecord(index=0, example_id=1, prompt="p", trajectories=[],
+                                                             judge_status=result.status))
+        writer.write_judge_call(run_id, group_id, step=1, **result.call_fields())
+    with StoreReader(tmp_path / "run.db") as reader:
+        group = reader.group(group_id)
+    assert group is not None and group["judge_call"] is not None
+    call = group["judge_call"]
+    assert (call["response_mode"], call["attempts"], call["completion_tokens"]) == ("prompt", 2, 20)
+    line = judge_line(dict(group))
+    assert line.startswith("ok · ") and " s · " in line and "100+20 tokens · prompt · 2 attempts" in line
+    assert judge_line({"judge_status": None, "judge_call": None}) == "no judge"

@@ -178,3 +178,26 @@ def test_read_only_old_file_is_refused_with_a_clear_error(tmp_path):
     finally:
         if immutable:
             subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_v7_judge_calls_gain_a_response_mode_and_attempts(tmp_path):
+    path = tmp_path / "v7.db"
+    conn = sqlite3.connect(path)
+    for statements in MIGRATIONS[:7]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute("INSERT INTO runs (id, name, scenario, status, created_at) "
+                 "VALUES (1, 'judged', 'support_replies', 'finished', 1.0)")
+    conn.execute('INSERT INTO "groups" (id, run_id, step, idx, prompt) VALUES (5, 1, 1, 0, "p")')
+    conn.execute("INSERT INTO judge_calls (run_id, group_id, step, request_hash, model, latency_s, "
+                 "prompt_tokens, completion_tokens, created_at) VALUES (1, 5, 1, 'h', 'm', 2.5, 90, 30, 1.0)")
+    conn.execute("PRAGMA user_version = 7")
+    conn.commit()
+    conn.close()
+    open_db(path).close()
+    reader = StoreReader(path)
+    call = reader.judge_calls(1)[0]
+    assert (call["latency_s"], call["prompt_tokens"], call["response_mode"], call["attempts"]) == (2.5, 90, None, None)
+    group = reader.group(5)
+    assert group is not None and group["judge_call"] == {
+        "latency_s": 2.5, "prompt_tokens": 90, "completion_tokens": 30, "response_mode": None, "attempts": None}

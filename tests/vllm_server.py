@@ -53,6 +53,7 @@ class VLLMServer:
         eos_id: the token id ending a completion.
         vocab: token ids are drawn from [3, vocab).
         reverse_choices: send choices in reverse order (clients must sort by ``index``).
+        port: the TCP port; 0 lets the OS pick one.
 
     Attributes:
         base_url: ``http://127.0.0.1:<port>/v1`` once entered.
@@ -62,13 +63,14 @@ class VLLMServer:
     """
 
     def __init__(self, base_model: str = "base-model", *, runtime_lora: bool = True, max_lora_rank: int = 16,
-                 eos_id: int = 2, vocab: int = 64, reverse_choices: bool = False) -> None:
+                 eos_id: int = 2, vocab: int = 64, reverse_choices: bool = False, port: int = 0) -> None:
         self.base_model = base_model
         self.runtime_lora = runtime_lora
         self.max_lora_rank = max_lora_rank
         self.eos_id = eos_id
         self.vocab = vocab
         self.reverse_choices = reverse_choices
+        self.port = port
         self.requests: list[tuple[str, Any]] = []
         self.adapters: dict[str, str] = {}
         self.completions: list[list[dict]] = []
@@ -109,7 +111,7 @@ class VLLMServer:
             def log_message(self, *args):  # keep test output clean
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._httpd.daemon_threads = True
         serve = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         serve.start()

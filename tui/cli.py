@@ -12,6 +12,7 @@
     rlab compare RUN_A RUN_B [--force] [--json]
     rlab inspect RUN [--only-fails] [--top-k K] [--step S] [--json]
     rlab reward RUN FILE [--db PATH] [--dry-run]
+    rlab serve MODEL [--port P] [--lora] [--vllm-python PATH]   a local vLLM server, until Ctrl-C
 
 Textual is imported only by the commands that show the TUI, so the engine
 process (``rlab run --headless``) never loads it.
@@ -67,6 +68,7 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, required=True)
     export.add_argument("--db", type=Path, default=DEFAULT_DB)
     _loop_commands(sub)
+    _serve_command(sub)
     reward = sub.add_parser("reward", help="check, dry-run and apply a new reward file to a live run")
     reward.add_argument("run", help="run name or id")
     reward.add_argument("file", type=Path, help="the new reward file")
@@ -133,6 +135,29 @@ def _loop_commands(sub) -> None:
         parser.add_argument("--db", type=Path, default=DEFAULT_DB)
         parser.add_argument("--out", type=Path, help="write summary.json and manifest.json here")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _serve_command(sub) -> None:
+    serve = sub.add_parser("serve", help="start a local vLLM server (OpenAI-compatible) for a model; print its URL")
+    serve.add_argument("model", help="local Hugging Face model directory, or smollm2-135m")
+    serve.add_argument("--port", type=int, default=8000, help="TCP port (0: a free one)")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    serve.add_argument("--lora", action="store_true", help="serve LoRA adapters loaded at run time (for rlab run)")
+    serve.add_argument("--max-lora-rank", type=int, default=16, help="largest adapter rank with --lora")
+    serve.add_argument("--max-model-len", type=int, default=2048, help="context length, tokens")
+    serve.add_argument("--dtype", default="bfloat16", help="weights' dtype on the server")
+    serve.add_argument("--vllm-python", help="the Python with vllm (default: $RLAB_VLLM_PYTHON, else this one)")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from rlab.engine.policy.smollm2 import resolve_model
+    from rlab.engine.policy.vllm_launch import ServeSettings, find_vllm_python, serve_until_stopped
+
+    python = find_vllm_python(args.vllm_python)  # before converting a model it could not serve
+    settings = ServeSettings(resolve_model(Path(args.model)), port=args.port or None, host=args.host,
+                             lora=args.lora, max_lora_rank=args.max_lora_rank,
+                             max_model_len=args.max_model_len, dtype=args.dtype)
+    return serve_until_stopped(settings, python)
 
 
 def _alert_thresholds(pairs: list[str]) -> dict[str, float]:
@@ -360,7 +385,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "watch": cmd_watch, "runs": cmd_runs, "export": cmd_export,
             "eval": cmd_loop, "select": cmd_loop, "compare": cmd_compare, "inspect": cmd_inspect,
-            "reward": cmd_reward, "import": cmd_import}
+            "reward": cmd_reward, "import": cmd_import, "serve": cmd_serve}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -403,7 +428,7 @@ def _expected(command: str) -> tuple[type[BaseException], ...]:
 
     from rlab.store.db import RunFileError, SchemaVersionError
 
-    if command in (RUN, "eval", "select"):
+    if command in (RUN, "eval", "select", "serve"):
         from rlab.engine.cli import expected_errors
 
         return expected_errors()

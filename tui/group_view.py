@@ -19,6 +19,24 @@ SORTS = ("index", "reward", "judge rank")
 first), by the judge's rank (1 first)."""
 
 
+def judge_line(group: dict) -> str:
+    """The judge's part of the group title: status, then the call's seconds,
+    tokens (prompt + completion) and how it asked for JSON; the error last."""
+    line = group.get("judge_status") or "no judge"
+    call = group.get("judge_call")
+    if call:
+        if call.get("latency_s") is not None:
+            line += f" · {call['latency_s']:.1f} s"
+        line += f" · {call['prompt_tokens']}+{call['completion_tokens']} tokens"
+        if call.get("response_mode"):
+            line += f" · {call['response_mode']}"
+        if (call.get("attempts") or 0) > 1:
+            line += f" · {call['attempts']} attempts"
+    if group.get("judge_error"):
+        line += f" ({clip(group['judge_error'], 60)})"
+    return line
+
+
 def sort_trajectories(trajs: list[dict], how: str) -> list[dict]:
     """The group's trajectories in display order (see :data:`SORTS`).
 
@@ -175,9 +193,7 @@ class GroupScreen(NavScreen):
             self.query_one("#group-title", Static).update("no group at this step")
             return
         self.title = f"group #{group['id']} · step {group['step']}"
-        judge = group.get("judge_status") or "no judge"
-        if group.get("judge_error"):
-            judge += f" ({clip(group['judge_error'], 60)})"
+        judge = judge_line(group)
         self.query_one("#group-title", Static).update(
             f"step {group['step']} · group {view.cursor.group_pos + 1}/{len(view.groups)} · "
             f"prompt: {clip(group['prompt'], 70)} · judge: {judge} · sorted by {self.sort}")

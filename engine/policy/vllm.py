@@ -1,10 +1,12 @@
 """Rollouts from a vLLM server through its OpenAI-compatible API.
 
 Generation is the slow half of an RL step; vLLM makes it fast. The server is
-started once on the base model with LoRA enabled::
+started once on the base model with LoRA enabled (``rlab serve MODEL --lora``
+does it, see :mod:`engine.policy.vllm_launch`; ``rlab run --backend vllm``
+without ``--vllm-url`` starts one itself)::
 
-    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve MODEL \\
-        --enable-lora --max-lora-rank 16 --logprobs-mode processed_logprobs
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True python -m vllm.entrypoints.openai.api_server \\
+        --model MODEL --enable-lora --max-lora-rank 16 --logprobs-mode processed_logprobs
 
 Each step, :meth:`VLLMBackend.sample` asks ``POST /v1/completions`` for one
 sampled completion per prompt (prompts sent as token ids) with the sampled
@@ -31,7 +33,6 @@ from pathlib import Path
 
 import openai
 
-from rlab.engine.policy.lora import is_lora, save_adapter
 from rlab.engine.types import Sample
 
 TOKEN_ID_PREFIX = "token_id:"
@@ -201,17 +202,29 @@ class VLLMBackend:
             VLLMError: ``model`` has no LoRA adapter (the vLLM backend needs
                 LoRA), or loading failed (the backend keeps the previous adapter).
         """
-        if not is_lora(model):
-            raise VLLMError("the vllm backend trains through LoRA adapters; pass --lora-rank > 0")
-        path = save_adapter(model, Path(adapter_dir) / f"step-{step}")
-        name = f"rlab-step-{step}"
+        path = save_step_adapter(model, step, adapter_dir)
+        name = adapter_name(step)
+        previous_path = self.switch_adapter(name, path)
+        if previous_path is not None:
+            shutil.rmtree(previous_path, ignore_errors=True)
+        return name
+
+    def switch_adapter(self, name: str, path: Path) -> Path | None:
+        """Load adapter ``name`` from ``path``, send later requests there, unload the previous one.
+
+        Returns the previous adapter's directory (for the caller to delete),
+        None when there was none or it had the same name.
+
+        Raises:
+            VLLMError: loading failed (the backend keeps the previous adapter).
+        """
         self.load_adapter(name, path)
         previous, previous_path = self.adapter, self._adapter_path
         self.adapter, self._adapter_path = name, path
-        if previous is not None and previous_path is not None and previous != name:
-            self.unload_adapter(previous)
-            shutil.rmtree(previous_path, ignore_errors=True)
-        return name
+        if previous is None or previous_path is None or previous == name:
+            return None
+        self.unload_adapter(previous)
+        return previous_path
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -258,6 +271,29 @@ class VLLMBackend:
             raise _wrap(err, what, self.base_url) from err
         except ValueError as err:  # json.JSONDecodeError: a 200 whose body is not JSON
             raise VLLMError(f"vLLM answered a request to {what} with a body that is not JSON: {err}") from err
+
+
+class ServerDown(VLLMError):
+    """The server did not answer (connection refused, time-out) or failed with HTTP 5xx after retries."""
+
+
+def save_step_adapter(model, step: int, adapter_dir: str | Path) -> Path:
+    """Save ``model``'s LoRA adapter to ``adapter_dir/step-<step>``; return that directory.
+
+    Raises:
+        VLLMError: ``model`` has no LoRA adapter (the vLLM backend needs LoRA).
+    """
+    # peft/torch load here, not at import: `rlab run` checks its options without torch.
+    from rlab.engine.policy.lora import is_lora, save_adapter
+
+    if not is_lora(model):
+        raise VLLMError("the vllm backend trains through LoRA adapters; pass --lora-rank > 0")
+    return save_adapter(model, Path(adapter_dir) / f"step-{step}")
+
+
+def adapter_name(step: int) -> str:
+    """The served name of the adapter trained up to ``step``."""
+    return f"rlab-step-{step}"
 
 
 class _AdapterNotFound(VLLMError):
@@ -324,12 +360,14 @@ def _message(err: openai.APIStatusError) -> str:
 
 def _wrap(err: Exception, what: str, base_url: str) -> VLLMError:
     if isinstance(err, openai.APIConnectionError):
-        return VLLMError(
+        return ServerDown(
             f"cannot reach the vLLM server at {base_url} to {what} ({err}); start it with "
-            "`vllm serve MODEL --enable-lora` and pass its URL with --vllm-url"
+            "`rlab serve MODEL --lora` and pass its URL with --vllm-url, or leave --vllm-url out "
+            "and rlab starts one"
         )
     status = getattr(err, "status_code", "?")
-    return VLLMError(
+    kind = ServerDown if isinstance(status, int) and status >= 500 else VLLMError
+    return kind(
         f"vLLM failed to {what} (HTTP {status}, after retries): "
         f"{_message(err) if isinstance(err, openai.APIStatusError) else err}; see the server's log"
     )

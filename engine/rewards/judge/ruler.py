@@ -46,7 +46,8 @@ better, large gaps for much better.
 
 _INSTRUCTIONS = """\
 You are judging trajectories that were all given the same goal. Read each one \
-and give it a score between 0 and 1 (1 is best) with a short explanation. \
+and give it a score between 0 and 1 (1 is best) with a short explanation \
+(one sentence). \
 Compare the trajectories with one another: what matters is that better \
 trajectories get higher scores. Infer the goal from the context. Answer in JSON: \
 {{"scores": [{{"trajectory_id": "1", "explanation": "...", "score": 0.0}}, ...]}}
@@ -59,6 +60,19 @@ Answer with only a JSON object, no other text, of exactly this form, with one \
 entry per trajectory id and each score between 0 and 1:
 {{"scores": [{{"trajectory_id": "1", "explanation": "...", "score": 0.0}}]}}
 The JSON schema of the answer: {schema}"""
+
+#: Longest explanation the JSON schema allows, characters: a small local
+#: judge left unbounded wrote 1,500-2,400 tokens per group and was cut off
+#: mid-explanation (issue 14).
+EXPLANATION_MAX_CHARS = 200
+#: Answer tokens allowed per trajectory: the explanation at a pessimistic
+#: 2 characters per token plus ~40 tokens of JSON keys, id, score and
+#: whitespace (vLLM's guided JSON lets the model indent); see :func:`answer_token_budget`.
+TOKENS_PER_TRAJECTORY = EXPLANATION_MAX_CHARS // 2 + 40
+#: ``JudgeResult.response_mode`` values: the JSON schema sent as
+#: ``response_format``, the schema in the prompt (a server that refused
+#: response_format), or an answer from the disk cache.
+RESPONSE_MODES = ("json_schema", "prompt", "cache")
 
 #: HTTP statuses worth another try (as the openai client's own retry rule).
 _RETRY_STATUSES = frozenset({408, 409, 429})
@@ -117,6 +131,8 @@ class JudgeResult:
         scale: the scale the judge answered on (1, 10 or 100; see
             :func:`normalize_scores`); None when the call failed.
         attempt_errors: one message per failed attempt, oldest first.
+        response_mode: how the last request asked for JSON: one of
+            :data:`RESPONSE_MODES` (``judge_calls.response_mode`` in the store).
     """
 
     scores: list[float] | None
@@ -133,6 +149,7 @@ class JudgeResult:
     cached: bool = False
     scale: int | None = None
     attempt_errors: list[str] = field(default_factory=list)
+    response_mode: str = "json_schema"
 
     @property
     def ok(self) -> bool:
@@ -147,7 +164,8 @@ class JudgeResult:
 
     def call_fields(self) -> dict[str, Any]:
         """This call as keyword arguments of ``StoreWriter.write_judge_call``
-        (request_hash, model, raw_response, latency_s, tokens, cost_usd, error)."""
+        (request_hash, model, raw_response, latency_s, tokens, cost_usd, error,
+        response_mode, attempts)."""
         return {
             "request_hash": self.request_hash,
             "model": self.model,
@@ -157,6 +175,8 @@ class JudgeResult:
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,
             "error": self.error,
+            "response_mode": self.response_mode,
+            "attempts": self.attempts,
         }
 
     @property
@@ -228,7 +248,7 @@ def build_judge_messages(
     for k, trajectory in enumerate(trajectories, start=1):
         parts.append(f'<trajectory id="{k}">\n{_as_lines(trajectory[prefix:])}\n</trajectory>')
     if answer_in_prompt:
-        schema = json.dumps(JudgeAnswer.model_json_schema(), separators=(",", ":"))
+        schema = json.dumps(answer_schema(len(trajectories)), separators=(",", ":"))
         parts.append(_ANSWER_IN_PROMPT.format(schema=schema))
     return [
         {"role": "system", "content": _INSTRUCTIONS.format(rubric=rubric)},
@@ -236,16 +256,48 @@ def build_judge_messages(
     ]
 
 
-def response_format() -> dict[str, Any]:
-    """The ``response_format`` asking for a :class:`JudgeAnswer` (strict JSON schema)."""
+def answer_schema(group_size: int) -> dict[str, Any]:
+    """The JSON schema of a :class:`JudgeAnswer` for a group of ``group_size``.
+
+    Tighter than the model's own schema, so a server that enforces it
+    (vLLM's structured outputs, llama.cpp's grammar, Ollama's ``format``)
+    cannot ramble: exactly ``group_size`` entries, ids from "1" to
+    "group_size", scores in [0, 1], explanations at most
+    :data:`EXPLANATION_MAX_CHARS` characters.
+    """
+    schema = JudgeAnswer.model_json_schema()
+    entry = schema["$defs"]["ScoredTrajectory"]["properties"]
+    entry["trajectory_id"]["enum"] = [str(k) for k in range(1, group_size + 1)]
+    entry["explanation"]["maxLength"] = EXPLANATION_MAX_CHARS
+    entry["score"].update(minimum=0, maximum=1)
+    schema["properties"]["scores"].update(minItems=group_size, maxItems=group_size)
+    return schema
+
+
+def response_format(group_size: int) -> dict[str, Any]:
+    """The ``response_format`` asking for :func:`answer_schema` (``group_size`` entries).
+
+    ``strict`` is off: OpenAI's and Azure's strict mode refuse keywords such
+    as ``maxLength``, while vLLM, llama.cpp and Ollama enforce the schema
+    whatever the flag says.
+    """
     return {
         "type": "json_schema",
         "json_schema": {
             "name": "ruler_scores",
-            "strict": True,
-            "schema": JudgeAnswer.model_json_schema(),
+            "strict": False,
+            "schema": answer_schema(group_size),
         },
     }
+
+
+def answer_token_budget(group_size: int) -> int:
+    """``max_tokens`` of a judge call: 64 + :data:`TOKENS_PER_TRAJECTORY` per trajectory.
+
+    Enough for the schema's longest answer; it bounds what a judge that
+    ignores the schema (or answers in prose first) can spend per group.
+    """
+    return 64 + TOKENS_PER_TRAJECTORY * group_size
 
 
 def extract_json_object(text: str) -> dict[str, Any]:
@@ -379,6 +431,7 @@ class _Tally:
     completion_tokens: int = 0
     raw: str = ""
     key: str = ""
+    mode: str = "json_schema"
     errors: list[str] = field(default_factory=list)
 
 
@@ -541,14 +594,16 @@ class RulerJudge:
         return self._run_sync(self.score_groups(groups, max_concurrency))
 
     def _request(self, trajectories: Sequence[Sequence[Message]]) -> dict[str, Any]:
+        group_size = len(trajectories)
         request: dict[str, Any] = {
             "model": self.model,
             "messages": build_judge_messages(
                 trajectories, self.rubric, answer_in_prompt=not self.use_response_format
             ),
+            "max_tokens": answer_token_budget(group_size),
         }
         if self.use_response_format:
-            request["response_format"] = response_format()
+            request["response_format"] = response_format(group_size)
         return request
 
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
@@ -612,6 +667,7 @@ class RulerJudge:
         result.completion_tokens = tally.completion_tokens
         result.cost_usd = self._cost(tally.prompt_tokens, tally.completion_tokens)
         result.attempt_errors = tally.errors
+        result.response_mode = tally.mode
         return result
 
     async def _until_done(
@@ -623,7 +679,9 @@ class RulerJudge:
         while True:
             request = self._request(trajectories)
             tally.key = request_hash({**request, "rubric": self.rubric})
+            tally.mode = "json_schema" if "response_format" in request else "prompt"
             if (hit := self._from_cache(tally.key)) is not None:
+                tally.mode = "cache"
                 return hit
             try:
                 return await self._attempt(client, request, len(trajectories), tally)
