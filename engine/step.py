@@ -52,9 +52,9 @@ def run(config: RunConfig) -> dict:
         session.writer.set_status(session.run_id, status)
         raise
     finally:
-        reporter.close()
         session.scoring.close()
         session.writer.close()
+        reporter.close()  # last: a dashboard that fails to flush must not keep the store open
 
 
 def train(session: Session, reporter: Reporter | None = None) -> dict:
