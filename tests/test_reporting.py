@@ -21,7 +21,6 @@ import pytest
 from rlab.engine import cli
 from rlab.engine.config import RunConfig
 from rlab.engine.reporting import MissingDashboardError, Reporter, dashboard_names
-from rlab.engine.step import run
 from rlab.store.reader import StoreReader
 
 STEPS = {1: {"reward": 0.25, "rewards/correct/mean": 0.5, "frac_reward_zero_std": 0.75, "num_tokens": 96},
@@ -104,16 +103,32 @@ def test_trackio_logs_locally_and_reads_back(tmp_path):
     assert (tmp_path / "trackio" / "lab.db").is_file()
 
 
-def test_an_engine_run_reports_what_it_stores(tmp_path, raw_tiny_model_dir):
+def test_a_headless_run_reports_what_it_stores(tmp_path, raw_tiny_model_dir):
+    """`rlab run --headless --report-to trackio,tensorboard`: both dashboards
+    hold the stored step metrics, and stdout still ends in the summary line."""
     pytest.importorskip("tensorboard")
+    pytest.importorskip("trackio")
     db = tmp_path / "lab.db"
-    summary = run(RunConfig(model=raw_tiny_model_dir, db=db, name="tb", max_steps=2, prompts_per_step=2,
-                            group_size=2, eval_size=5, eval_every=2, report_to=["tensorboard"],
-                            report_dir=tmp_path / "dash"))
-    scalars = _scalars(tmp_path / "dash" / "tb")
+    env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio"), "HF_HUB_OFFLINE": "1"}
+    env.pop("TRACKIO_SPACE_ID", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--model", str(raw_tiny_model_dir),
+         "--db", str(db), "--name", "tb", "--max-steps", "2", "--prompts-per-step", "2", "--group-size", "2",
+         "--eval-size", "5", "--eval-every", "2", "--report-to", "trackio,tensorboard",
+         "--report-dir", str(tmp_path / "dash")],
+        capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
     stored = {s["step"]: s for s in StoreReader(db).step_series(summary["run_id"])}
+    scalars = _scalars(tmp_path / "dash" / "tb")
     assert scalars["train/reward"] == pytest.approx({1: stored[1]["reward"], 2: stored[2]["reward"]})
     assert scalars["train/frac_reward_zero_std"] == pytest.approx(
         {1: stored[1]["frac_reward_zero_std"], 2: stored[2]["frac_reward_zero_std"]})
     assert set(scalars["eval/pass_at_1"]) == {0, 2}  # the initial eval (step 0) and step 2's
     assert "train/completions/clipped_ratio" in scalars and "train/step_time" in scalars
+    read = subprocess.run([sys.executable, "-c", "import json; from trackio.sqlite_storage import SQLiteStorage; "
+                           "print(json.dumps(SQLiteStorage.get_logs('lab', 'tb'), default=str))"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    logs = {row["step"]: row for row in json.loads(read.stdout.strip().splitlines()[-1])}
+    assert logs[1]["train/reward"] == pytest.approx(stored[1]["reward"])
+    assert logs[2]["train/reward"] == pytest.approx(stored[2]["reward"])
