@@ -11,6 +11,7 @@ baseline run's curve when there is one (:mod:`tui.baseline`).
 from __future__ import annotations
 
 import math
+import time
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -23,6 +24,11 @@ from rlab.tui.dashboard import fmt
 from rlab.tui.feed import FeedUpdate, RunFeed
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.series import StepSeries
+
+
+RELOAD_SECONDS = 2.0
+"""While the run goes on, its metrics are read again at most this often
+(seconds): each read decodes every step's metrics JSON."""
 
 
 def matches(name: str, text: str) -> bool:
@@ -50,6 +56,7 @@ class MetricsScreen(Screen):
         self.baseline = baseline
         self.series = StepSeries([])
         self.shown: list[str] = []
+        self._read_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -68,11 +75,13 @@ class MetricsScreen(Screen):
     def reload(self) -> None:
         """Read the run's step metrics again (in the app's query worker)."""
         run_id = self.run_id
+        self._read_at = time.monotonic()
         self.app.query(lambda reader: metric_series(reader.step_metrics(run_id)), self._loaded)
 
     def apply_update(self, update: FeedUpdate | None, feed: RunFeed) -> None:
-        """The app's poll hook: new steps arrived, read again."""
-        if update is not None and update.steps:
+        """The app's poll hook: new steps arrived, read again (at most every
+        ``RELOAD_SECONDS``)."""
+        if update is not None and update.steps and time.monotonic() - self._read_at >= RELOAD_SECONDS:
             self.reload()
 
     def _loaded(self, series: StepSeries) -> None:
