@@ -101,7 +101,7 @@ class _NameValue(argparse.Action):
 def _help(info: FieldInfo, default_shown: bool = True) -> str:
     """The field's description (argparse's ``%`` escaped) and, if shown, its default."""
     text = (info.description or "").replace("%", "%%")
-    if default_shown and info.default is not None and not info.is_required():
+    if default_shown and info.default not in (None, [], ()) and not info.is_required():
         value = ",".join(map(str, info.default)) if isinstance(info.default, (list, tuple)) \
             else info.default
         text += f" (default: {value})"
@@ -229,6 +229,10 @@ def check_options(config: RunConfig) -> None:
         _check_device(config.device)
     if config.backend == "vllm":
         _check_vllm(config)
+    from rlab.engine.reporting import missing_package
+
+    if (missing := missing_package(config.report_to)) is not None:
+        raise CliError(missing)
     available = len(scenario.train_examples(config.seed))
     if config.prompts_per_step > available:
         raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "

@@ -77,6 +77,12 @@ class RunConfig(BaseModel):
     pause_on_reward_error: bool = Field(True, description="pause when a reward function fails (hangs, raises, "
                                         "returns no finite number)")
 
+    report_to: list[Literal["trackio", "tensorboard"]] = Field(
+        [], description="also log the step metrics (TRL's names, train/ prefix) to these dashboards: "
+        "trackio (local storage), tensorboard (event files); needs pip install 'rollout-lab[dashboards]'")
+    report_dir: Path | None = Field(None, description="TensorBoard event files go to DIR/<run name>; "
+                                    "default <db>.tensorboard")
+
     judge: JudgeSettings | None = Field(None, description="LLM judge (RULER); the API key comes from OPENAI_API_KEY")
     alerts: dict[str, float] = Field(
         default_factory=dict,

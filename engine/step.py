@@ -23,6 +23,7 @@ import numpy as np
 
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.device import peak_memory_metric
+from rlab.engine.reporting import Reporter
 from rlab.engine.rewards.edit import CHECK_GROUPS, EditRejected, accept_edit, check_samples
 from rlab.engine.rewards.scoring import Scored, score
 from rlab.engine.rollout.batch import to_batch
@@ -37,11 +38,14 @@ from rlab.store.stepstats import component_stats, length_stats
 def run(config: RunConfig) -> dict:
     """Start (or resume) a run and train it; a crash marks the run ``failed``.
 
-    Returns the summary of :func:`train`.
+    Returns the summary of :func:`train`. A ``--report-to`` dashboard whose
+    package is missing fails before the run starts (``MissingDashboardError``).
     """
+    reporter = Reporter(config.report_to, config.db, config.report_dir)
     session = start(config)
     try:
-        return train(session)
+        reporter.open(session.name, config.model_dump(mode="json"))
+        return train(session, reporter)
     except BaseException as err:
         status = "stopped" if isinstance(err, KeyboardInterrupt) else "failed"
         session.writer.write_event(session.run_id, "error", {"error": f"{type(err).__name__}: {err}"})
@@ -51,9 +55,10 @@ def run(config: RunConfig) -> dict:
         session.close_servers()
         session.scoring.close()
         session.writer.close()
+        reporter.close()  # last: a dashboard that fails to flush must not keep the store open
 
 
-def train(session: Session) -> dict:
+def train(session: Session, reporter: Reporter | None = None) -> dict:
     """Train until max_steps / max_seconds / a stop command; return the summary.
 
     The summary dict has ``run_id``, ``name``, ``steps``, ``last_step``,
@@ -62,12 +67,15 @@ def train(session: Session) -> dict:
     ``[[seconds_of_training, pass_at_1], ...]`` for every held-out eval (the
     initial one at 0, the final one last), where seconds of training are wall
     seconds since the first step minus the time spent in held-out evals, so
-    the time to a pass@1 target reads from it.
+    the time to a pass@1 target reads from it. An opened ``reporter`` also
+    gets every step's metrics (Trackio, TensorBoard: engine.reporting).
     """
+    reporter = reporter or Reporter([], session.config.db)
     cfg, writer = session.config, session.writer
     controller = Controller(writer, session.run_id)
     initial = evaluate(session)
     writer.write_step(session.run_id, session.first_step - 1, {"eval/pass_at_1": initial})
+    reporter.log(session.first_step - 1, {"eval/pass_at_1": initial})
     t_start = time.perf_counter()
     step = session.first_step
     curve: list[list[float | None]] = [[0.0, initial]]
@@ -97,6 +105,7 @@ def train(session: Session) -> dict:
                 metrics["eval/pass_at_1"] = held_out
         metrics["elapsed_seconds"] = time.perf_counter() - t_start
         writer.write_step(session.run_id, step, metrics)
+        reporter.log(step, metrics)
         writer.heartbeat(session.run_id, step)
         if step % cfg.checkpoint_every == 0:
             checkpoint(session, step)

@@ -71,3 +71,17 @@ def test_advantages_view(snap_compare, db):
     path, ids = db
     app = RolloutLabApp(path, run_id=ids["gigpo-demo"])
     assert snap_compare(app, terminal_size=SIZE, run_before=settled("a", "tab", "down", "enter"))
+
+
+def test_dashboard_with_a_baseline(snap_compare, db):
+    """r, p on the highlighted (latest) run gigpo-demo, back: its reward curves dotted."""
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    assert snap_compare(app, terminal_size=SIZE, run_before=settled("r", "p", "escape"))
+
+
+def test_metrics_view_filtered(snap_compare, db):
+    """m, filter \"reward\", tab to the table (the input cursor blinks), down: reward plotted."""
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    assert snap_compare(app, terminal_size=SIZE, run_before=settled("m", *"reward", "tab", "down"))

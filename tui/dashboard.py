@@ -8,8 +8,11 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.widgets import DataTable, Footer, Header, Static
 
+from rlab.tui.baseline import Baseline, load_baseline
+from rlab.tui.engine_log import EngineLogScreen
 from rlab.tui.feed import FeedUpdate, RunFeed
 from rlab.tui.plots import MetricPlot, Trace
+from rlab.tui.reward_bars import reward_bars
 from rlab.tui.view import NavScreen, View
 
 REDRAW_SECONDS = 0.5
@@ -72,7 +75,9 @@ def table(id: str, title: str, *columns: str) -> DataTable:
 class DashboardScreen(NavScreen):
     """The live view of a run (issue 6, part 1); the app's base screen."""
 
-    BINDINGS = [Binding("escape", "unfocus", "Unfocus", show=False)]
+    BINDINGS = [Binding("escape", "unfocus", "Unfocus", show=False),
+                Binding("m", "metrics", "Metrics"),
+                Binding("l", "engine_log", "Log")]
 
     def action_unfocus(self) -> None:
         """Escape: leave a focused table so the arrows move the cursor again."""
@@ -102,6 +107,9 @@ class DashboardScreen(NavScreen):
         with Horizontal(id="middle"):
             yield table("groups", "recent groups", "step", "group", "prompt", "rewards", "best",
                         "worst")
+            bars = Static(id="reward-bars")
+            bars.border_title = "rewards"
+            yield bars
             alerts = table("alerts", "alerts (enter opens the groups)")
             alerts.add_column("step", width=5)
             alerts.add_column("alert", width=ALERT_WIDTH)
@@ -115,6 +123,7 @@ class DashboardScreen(NavScreen):
         self._dirty: set[str] = set()
         self._drawn = False
         self._feed: RunFeed | None = None
+        self.baseline: Baseline | None = None
 
     @property
     def _plots_dirty(self) -> bool:
@@ -160,6 +169,33 @@ class DashboardScreen(NavScreen):
 
     def show_view(self, view: View) -> None:
         self.query_one("#cursor-line", Static).update(cursor_line(view))
+        bars = self.query_one("#reward-bars", Static)
+        bars.border_title = f"rewards · step {view.cursor.step}"
+        bars.update(reward_bars([t["reward"] for g in view.groups for t in g["trajectories"]]))
+
+    def action_metrics(self) -> None:
+        """``m``: every metric of the run, filtered by name (tui.metrics)."""
+        from rlab.tui.metrics import MetricsScreen  # it imports this module's helpers
+
+        if self.app.run_id is not None:
+            self.app.push_screen(MetricsScreen(self.app.run_id, self.baseline))
+
+    def action_engine_log(self) -> None:
+        """``l``: the engine log's tail, followed live."""
+        self.app.push_screen(EngineLogScreen(self.app.db_path))
+
+    def pin_baseline(self, run_id: int | None) -> None:
+        """Overlay run ``run_id``'s curves on the plots (None, or the pinned run again: unpin)."""
+        if run_id is None or (self.baseline is not None and self.baseline.run_id == run_id):
+            self._show_baseline(None)
+        else:
+            self.app.query(lambda reader: load_baseline(reader, run_id), self._show_baseline)
+
+    def _show_baseline(self, baseline: Baseline | None) -> None:
+        self.baseline = baseline
+        self.app.notify(f"baseline: {baseline.name} (dotted)" if baseline else "baseline unpinned", timeout=3)
+        self._dirty.add("plots")
+        self._redraw()
 
     def _set_header(self) -> None:
         app = self.app
@@ -187,8 +223,9 @@ class DashboardScreen(NavScreen):
             self._drawn = True
             if "plots" in dirty:
                 marks = list(feed.marks)
+                base = self.baseline.series if self.baseline else None
                 for plot in self.query(MetricPlot):
-                    plot.draw(feed.series, marks)
+                    plot.draw(feed.series, marks, base)
             if "groups" in dirty:
                 self._fill_groups(feed)
             if "rollouts" in dirty:

@@ -26,7 +26,9 @@ HELP = """\
 | `v` | (group view, after a reward edit) the group's ranking under two reward versions |
 | `l` | (trajectory inspector) shade tokens by advantage or by logprob |
 | `/` | search trajectory text in this run |
-| `r` | runs in the file (`enter` watch, `m` mark, `c` compare reward curves and manifests) |
+| `m` | (dashboard) every step metric, filtered by name, with a plot of the highlighted one |
+| `l` | (dashboard) the engine log's tail, followed live |
+| `r` | runs in the file (`enter` watch, `m` mark, `c` compare reward curves and manifests, `p` pin as baseline: its curves dotted on the plots) |
 | `e` | edit the reward functions of the run |
 | `u` | undo the last reward edit: back to the previous version (and resume) |
 | `tab` | focus a table (arrows then move inside it, `enter` opens, `escape` leaves) |

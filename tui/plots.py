@@ -47,7 +47,7 @@ class MetricPlot(PlotextPlot):
         super().__init__(id=id)
         self.title = title
         self.traces = traces
-        self._last: tuple[StepSeries, list[dict]] | None = None
+        self._last: tuple[StepSeries, list[dict], StepSeries | None] | None = None
 
     def on_resize(self) -> None:
         """Downsample again to the new width."""
@@ -56,14 +56,18 @@ class MetricPlot(PlotextPlot):
         if self._last is not None:
             self.draw(*self._last)
 
-    def draw(self, series: StepSeries, marks: list[dict] = ()) -> None:
-        """Redraw from ``series``; ``marks`` are events (``kind``, ``step``) to mark."""
-        self._last = (series, list(marks))
+    def draw(self, series: StepSeries, marks: list[dict] = (), baseline: StepSeries | None = None) -> None:
+        """Redraw from ``series``; ``marks`` are events (``kind``, ``step``) to
+        mark; ``baseline`` (a pinned run's metrics, :mod:`tui.baseline`) is
+        drawn dotted under each line trace it has, labelled ``... · base``."""
+        self._last = (series, list(marks), baseline)
         plt = self.plt
         plt.clear_data()
         plt.title(self.title)
         width = max(self.size.width - 12, 8)  # leave room for the y tick labels
         drawn_x: list[float] = []
+        if baseline is not None:
+            drawn_x.extend(self._draw_baseline(baseline, width))
         for trace in self.traces:
             xs, ys = series.xy(trace.metric)
             if not xs:
@@ -81,3 +85,19 @@ class MetricPlot(PlotextPlot):
                 if step is not None and lo <= step <= hi:
                     plt.vline(step, MARK_COLORS.get(mark["kind"], "white"))
         self.refresh()
+
+    def _draw_baseline(self, baseline: StepSeries, width: int) -> list[float]:
+        """The baseline's line traces (band edges and scatters left out); the
+        x range they cover."""
+        drawn_x: list[float] = []
+        for trace in self.traces:
+            if trace.how != "mean" or trace.scatter or trace.metric not in baseline.columns:
+                continue
+            xs, ys = baseline.xy(trace.metric)
+            if not xs:
+                continue
+            xs, ys = downsample(xs, ys, width)
+            self.plt.plot(xs, ys, label=f"{trace.label} · base", color=trace.color, yside=trace.yside,
+                          marker="dot")
+            drawn_x.extend((xs[0], xs[-1]))
+        return drawn_x

@@ -9,7 +9,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from rlab.tui.compare import CompareScreen
-from rlab.tui.dashboard import fmt
+from rlab.tui.dashboard import DashboardScreen, fmt
 
 
 class RunsScreen(Screen):
@@ -21,7 +21,8 @@ class RunsScreen(Screen):
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
                 Binding("m", "mark", "Mark"),
-                Binding("c", "compare", "Compare with mark")]
+                Binding("c", "compare", "Compare with mark"),
+                Binding("p", "pin", "Pin baseline")]
     AUTO_FOCUS = "#runs-table"
 
     def __init__(self) -> None:
@@ -32,7 +33,8 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        yield Static("enter: watch · m: mark · c: compare the marked run with this one",
+        yield Static("enter: watch · m: mark · c: compare the marked run with this one · "
+                     "p: pin as the dashboard's baseline (again: unpin)",
                      id="runs-hint")
         yield Footer(compact=True)
 
@@ -78,3 +80,10 @@ class RunsScreen(Screen):
         """Enter: watch that run on the dashboard."""
         self.app.watch_run(int(event.row_key.value))
         self.app.pop_screen()
+
+    def action_pin(self) -> None:
+        """``p``: overlay the highlighted run's curves on the dashboard (tui.baseline)."""
+        run_id = self._highlighted()
+        for screen in self.app.screen_stack:
+            if isinstance(screen, DashboardScreen):
+                screen.pin_baseline(run_id)

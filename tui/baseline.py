@@ -1,0 +1,46 @@
+"""A pinned baseline run: its step metrics, overlaid on the dashboard's plots.
+
+``p`` in the runs list (``r``) pins the highlighted run (again: unpins); the
+dashboard then draws each plotted metric of the baseline beside the watched
+run's, and the metrics view (``m``) does the same for any metric. Pure (no
+textual): the screens call :func:`load_baseline` through ``app.query``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rlab.store.reader import StoreReader
+from rlab.tui.series import StepSeries
+
+
+def metric_series(rows: Iterable[dict]) -> StepSeries:
+    """A :class:`StepSeries` of every numeric metric in ``rows`` (``{"step",
+    name: value, ...}``, as ``StoreReader.step_metrics`` returns them),
+    capacity large enough to keep every step of a normal run."""
+    rows = list(rows)
+    names = sorted({k for row in rows for k, v in row.items()
+                    if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and math.isfinite(v)})
+    series = StepSeries(names, capacity=max(4096, len(rows)))
+    series.extend(rows)
+    return series
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The pinned run: its id, name and every stored step metric."""
+
+    run_id: int
+    name: str
+    series: StepSeries
+
+
+def load_baseline(reader: StoreReader, run_id: int) -> Baseline | None:
+    """Read run ``run_id`` as a baseline; None when the file has no such run."""
+    run = reader.run(run_id)
+    if run is None:
+        return None
+    return Baseline(run_id, run["name"], metric_series(reader.step_metrics(run_id)))
