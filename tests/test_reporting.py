@@ -47,7 +47,7 @@ def test_a_missing_package_names_the_extra_before_anything_starts(tmp_path, monk
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trackio" else real(name, *a))
     with pytest.raises(MissingDashboardError, match=r"rollout-lab\[trackio\]"):
-        Reporter(["tensorboard", "trackio"], tmp_path / "r.db")
+        Reporter(["trackio"], tmp_path / "r.db")
     # Through the command line: one `rlab: error:` line, and no run file written.
     code = cli.main(["--db", str(tmp_path / "r.db"), "--report-to", "trackio", "--max-steps", "1"])
     assert code == 2 and not (tmp_path / "r.db").exists()
