@@ -37,6 +37,9 @@ class RunConfig(BaseModel):
     name: str | None = Field(None, min_length=1, description="run name, unique in the file; None = generated")
     seed: int = Field(0, ge=0, lt=2**63, description="seeds prompt sampling, torch and numpy")
     device: str | None = Field(None, description="torch device; None = cuda when available, else cpu")
+    threads: int | None = Field(None, ge=1, description=(
+        "torch CPU threads; None = 1 for the tiny policy (a second thread only contends with the TUI), "
+        "torch's default (one per core) for other models"))
     max_steps: int | None = Field(None, ge=1, description="stop after this many steps")
     max_seconds: float | None = Field(None, gt=0, description="stop after this much training time (seconds)")
 

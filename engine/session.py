@@ -22,7 +22,7 @@ import torch
 
 from rlab.engine.config import RunConfig
 from rlab.engine.manifest import build_manifest
-from rlab.engine.policy.device import training_options
+from rlab.engine.policy.device import set_cpu_threads, training_options
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
 from rlab.engine.policy.tiny import ensure_tiny_model
@@ -157,6 +157,7 @@ def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> _Parts:
         ValueError: --backend vllm without LoRA.
         rlab.engine.policy.vllm.VLLMError: the vLLM server cannot be reached.
     """
+    set_cpu_threads(config.threads, tiny_policy=config.model is None)
     policy = Policy.load(model_dir, config.device or default_device())
     if config.lora_rank:
         policy.model = apply_lora(policy.model, LoraSettings(

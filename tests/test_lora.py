@@ -276,3 +276,20 @@ def test_a_chat_model_directory_trains_with_lora_and_resumes(tmp_path):
     assert load_checkpoint(tmp_path / "ck", again.model, optimizer).step == 1
     ids = torch.tensor([prompt])
     assert torch.allclose(logits(again.model, ids), logits(policy.model, ids), atol=1e-6)
+
+
+def test_the_tiny_policy_trains_on_one_cpu_thread_unless_told():
+    """One thread for the tiny policy (a second only contends with the TUI); real models keep torch's."""
+    from rlab.engine.policy.device import set_cpu_threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        set_cpu_threads(None, tiny_policy=False)
+        assert torch.get_num_threads() == 2
+        set_cpu_threads(None, tiny_policy=True)
+        assert torch.get_num_threads() == 1
+        set_cpu_threads(2, tiny_policy=True)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
