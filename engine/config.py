@@ -61,8 +61,8 @@ class RunConfig(BaseModel):
     lr: float = Field(5e-4, gt=0, le=1, description="learning rate (AdamW; above 1 every model diverges)")
     lr_final_ratio: float = Field(0.1, ge=0, le=1, description="linear decay to lr * ratio over the budget")
     lr_decay_steps: int = Field(250, ge=1, description=(
-        "without a budget (--max-steps / --max-seconds) the decay to lr * lr_final_ratio runs over this many "
-        "steps, then the lr holds there (--lr-final-ratio 1 keeps the lr constant)"))
+        "the decay to lr * lr_final_ratio runs over this many steps, or over the budget (--max-steps / "
+        "--max-seconds) when that ends first, then the lr holds there (--lr-final-ratio 1 keeps it constant)"))
     lr_warmup_steps: int = Field(10, ge=0, description="linear warm-up from lr / N over the first N steps")
     num_iterations: int = Field(2, ge=1, le=100, description="updates per batch of rollouts (GRPO's mu)")
     clip_eps: float = Field(0.2, gt=0, description="PPO clip range epsilon")

@@ -252,19 +252,19 @@ def _budget_spent(config: RunConfig, step: int, elapsed_s: float) -> bool:
 
 
 def budget_fraction(config: RunConfig, step: int, elapsed_s: float) -> float:
-    """How much of the run's budget (max_steps and/or max_seconds) is used, in [0, 1].
-
-    Without a budget the horizon is ``lr_decay_steps``, so an open-ended run
-    (the TUI's default one) still anneals its learning rate.
+    """How far the learning-rate decay has run, in [0, 1]: over the budget
+    (max_steps and/or max_seconds) or over ``lr_decay_steps``, whichever ends
+    first, then held. So an open-ended run (the TUI's default one) anneals
+    too, and a long budget does not keep the peak rate for minutes: on the
+    tiny policy the peak rate's noise holds held-out pass@1 near 0.8-0.85
+    until the rate comes down.
     """
-    parts = []
+    parts = [(step - 1) / config.lr_decay_steps]
     if config.max_steps:
         parts.append((step - 1) / config.max_steps)
     if config.max_seconds:
         parts.append(elapsed_s / config.max_seconds)
-    if not parts:
-        parts.append((step - 1) / config.lr_decay_steps)
-    return min(max(parts, default=0.0), 1.0)
+    return min(max(parts), 1.0)
 
 
 def _progress(step: int, metrics: dict[str, float], elapsed: float, done: int) -> None:

@@ -19,11 +19,11 @@ def test_eval_curve_has_every_held_out_eval_from_zero(tmp_path, raw_tiny_model_d
     assert all(0.0 <= p <= 1.0 for _, p in curve)
 
 
-def test_the_learning_rate_anneals_over_the_budget_or_the_decay_horizon():
-    """Linear decay over max_steps/max_seconds; with no budget over lr_decay_steps, then held."""
-    assert budget_fraction(RunConfig(max_steps=100), 51, 0.0) == 0.5
-    assert budget_fraction(RunConfig(max_seconds=10.0), 1, 5.0) == 0.5
+def test_the_learning_rate_anneals_over_the_budget_or_the_decay_horizon_whichever_ends_first():
+    """Linear decay over max_steps/max_seconds or lr_decay_steps (the shorter), then held."""
+    assert budget_fraction(RunConfig(max_steps=100, lr_decay_steps=1000), 51, 0.0) == 0.5
+    assert budget_fraction(RunConfig(max_seconds=10.0, lr_decay_steps=1000), 1, 5.0) == 0.5
     open_ended = RunConfig(lr_decay_steps=200)
     assert budget_fraction(open_ended, 101, 1e6) == 0.5  # seconds do not count without a budget
     assert budget_fraction(open_ended, 5000, 0.0) == 1.0
-    assert budget_fraction(RunConfig(max_steps=1000, lr_decay_steps=10), 501, 0.0) == 0.5  # the budget wins
+    assert budget_fraction(RunConfig(max_seconds=180.0, lr_decay_steps=10), 6, 1.0) == 0.5  # the horizon ends first

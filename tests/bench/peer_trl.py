@@ -153,7 +153,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        config = RunConfig(max_steps=args.steps, eval_every=args.eval_every, checkpoint_every=10**6,
+        # lr_decay_steps = steps: both schedules decay over the whole run, as TRL's does.
+        config = RunConfig(max_steps=args.steps, lr_decay_steps=args.steps, eval_every=args.eval_every,
+                           checkpoint_every=10**6,
                            db=Path(tmp) / "peer.db", num_iterations=args.num_iterations,
                            **({"lr": args.lr} if args.lr else {}))
         if args.only != "trl":
