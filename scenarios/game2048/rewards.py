@@ -9,6 +9,8 @@ of OpenAI-style message dicts. ``WEIGHTS`` names the functions of the rubric.
 
 import re
 
+from rlab.engine.rewards.env_reward import env_reward  # the environment's own reward, per turn
+
 # 4 rows of 4 cells: "." empty, hex digit k for the tile 2**k
 BOARD = re.compile(r"[.1-9a-f]{4}(?:/[.1-9a-f]{4}){3}")
 
@@ -35,20 +37,6 @@ def legal_moves(example, completion):
     rejected = sum(m["role"] == "user" and m["content"].startswith("bad ") for m in completion)
     reward = 1.0 - rejected / moves if moves else 1.0
     return {"reward": reward, "details": {"parse_status": "ok", "rejected": rejected}}
-
-
-def env_reward(example, completion):
-    """The environment's own reward: the sum of its per-turn rewards, also given per turn.
-
-    The engine hands the environment's rewards to the rubric as
-    ``example["_env_rewards"]`` (one float per assistant turn); returning
-    them as ``step_rewards`` lets GiGPO's step-level advantage see when
-    they were earned. Weight it in WEIGHTS like any other function.
-    """
-    if "_env_rewards" not in example:  # scored outside a run (no environment): no verdict
-        return {"reward": 0.0, "details": {"turns": None}}
-    steps = [float(r) for r in example["_env_rewards"]]
-    return {"reward": sum(steps), "step_rewards": steps, "details": {"turns": len(steps)}}
 
 
 # env_reward: the environment's merge rewards, per move (log2(tile) / 10 per merge, plus

@@ -7,6 +7,8 @@ this multi-step scenario ``completion`` is the episode's transcript, a list
 of OpenAI-style message dicts. ``WEIGHTS`` names the functions of the rubric.
 """
 
+from rlab.engine.rewards.env_reward import env_reward  # the environment's own reward, per turn
+
 
 def reached(example, completion):
     """1.0 when the environment's last answer is "goal", else 0.0.
@@ -22,14 +24,6 @@ def reached(example, completion):
     bumps = sum(a.startswith("bump") for a in answers)
     return {"reward": 1.0 if status == "ok" else 0.0,
             "details": {"parse_status": status, "moves": moves, "bumps": bumps}}
-
-
-def env_reward(example, completion):
-    """The environment's own reward (1.0 on the goal's turn), also given per turn."""
-    if "_env_rewards" not in example:  # scored outside a run (no environment): no verdict
-        return {"reward": 0.0, "details": {"turns": None}}
-    steps = [float(r) for r in example["_env_rewards"]]
-    return {"reward": sum(steps), "step_rewards": steps, "details": {"turns": len(steps)}}
 
 
 # env_reward pays the same 1.0 as reached here; weigh one or the other.
