@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -53,6 +53,30 @@ class TaskSpec(BaseModel):
     max_new_tokens: int | None = Field(None, ge=1)
     env: str | None = None
     max_turns: int = Field(8, ge=1)
+
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+
+class ReasoningGymSpec(BaseModel):
+    """A task file (or ``[task]`` table) that names a reasoning-gym dataset with its settings.
+
+    ``reasoning_gym`` is the dataset name, ``config`` its generator's
+    settings, ``system_prompt`` replaces reasoning-gym's default one (a
+    135 M model follows a short prompt with an example better),
+    ``rewards`` a reward file (relative to the toml) that replaces the
+    generated one, and ``max_new_tokens`` is the task's default completion
+    length in tokens.
+    ``--task reasoning-gym:NAME`` is the same with every default.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    reasoning_gym: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    system_prompt: str | None = None
+    rewards: str | None = None
+    max_new_tokens: int | None = Field(None, ge=1)
 
 
 @dataclass
@@ -137,7 +161,7 @@ def load_task(ref: str | Path | Mapping[str, Any]) -> Any:
             not installed (the message has the install command).
     """
     if isinstance(ref, Mapping):
-        return _from_spec(_spec(dict(ref), "[task]"), Path.cwd(), "[task]")
+        return _from_table(dict(ref), Path.cwd(), "[task]")
     text = str(ref)
     kind, _, name = text.partition(":")
     if kind in ("reasoning-gym", "verifiers") and name:
@@ -153,18 +177,32 @@ def load_task(ref: str | Path | Mapping[str, Any]) -> Any:
         raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise TaskError(f"{toml_path}: not valid TOML: {err}") from None
-    return _from_spec(_spec(raw, str(toml_path)), toml_path.parent, str(toml_path))
+    return _from_table(raw, toml_path.parent, str(toml_path))
 
 
-def _spec(raw: dict[str, Any], where: str) -> TaskSpec:
+def _from_table(raw: dict[str, Any], base: Path, where: str) -> Any:
+    if "reasoning_gym" in raw:
+        from rlab.scenarios import third_party
+
+        spec = _validated(ReasoningGymSpec, raw, where)
+        task = third_party.reasoning_gym_task(spec.reasoning_gym, spec.config)
+        task.system_prompt = spec.system_prompt or task.system_prompt
+        task.max_new_tokens = spec.max_new_tokens or task.max_new_tokens
+        if spec.rewards is not None:
+            task.reward_file = _existing(base, spec.rewards, "rewards", where)
+        return task
+    return _from_spec(_validated(TaskSpec, raw, where), base, where)
+
+
+def _validated(model: type[SpecT], raw: dict[str, Any], where: str) -> SpecT:
     try:
-        return TaskSpec.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as err:
-        raise TaskError(f"{where}: {_validation_message(err)}") from None
+        raise TaskError(f"{where}: {_validation_message(err, model)}") from None
 
 
-def _validation_message(err: ValidationError) -> str:
-    known = ", ".join(TaskSpec.model_fields)
+def _validation_message(err: ValidationError, model: type[BaseModel]) -> str:
+    known = ", ".join(model.model_fields)
     parts = []
     for e in err.errors(include_url=False):
         key = ".".join(str(p) for p in e["loc"])

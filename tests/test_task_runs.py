@@ -143,6 +143,41 @@ def test_reasoning_gym_task_scores_with_the_datasets_own_score_answer():
         get_scenario("reasoning-gym:no_such_thing")
 
 
+def test_reasoning_gym_task_file_sets_the_generator_config_and_its_own_rewards():
+    pytest.importorskip("reasoning_gym")
+    from rlab.engine.rewards.rubric import load_rubric
+
+    task = get_scenario(str(EXAMPLES / "reasoning_gym_arithmetic"))
+    train = task.train_examples(0)
+    # the shipped config: two one-digit terms, + and - only, no parentheses
+    assert all(ex["metadata"]["num_terms"] == 2 and "(" not in ex["prompt"] for ex in train)
+    assert {op for ex in train for op in "+-*/" if f" {op} " in ex["prompt"]} == {"+", "-"}
+    assert task.dataset_info["config"]["operators"] == ["+", "-"] and task.max_new_tokens == 24
+    assert task.system_prompt.startswith("Answer with the result only")
+    assert task.reward_file == EXAMPLES / "reasoning_gym_arithmetic" / "rewards.py"
+    example = next(ex for ex in train if ex["answer"] != "7")
+    rubric = load_rubric(task.reward_file)
+    tagged, last, wrong = rubric.score_group(
+        [example] * 3, [f"<answer>{example['answer']}</answer>", f"so 3 + 4 = 7, and here {example['answer']}",
+                        "7"])
+    assert tagged.reward == pytest.approx(1.1) and last.reward == pytest.approx(1.0) and wrong.reward == 0.0
+    assert last.details["parse_status"] == "last_number"
+
+
+def test_reasoning_gym_task_file_errors_name_the_setting(tmp_path):
+    pytest.importorskip("reasoning_gym")
+    toml = tmp_path / "task.toml"
+    toml.write_text('reasoning_gym = "basic_arithmetic"\nconfig = { max_digitz = 1 }\n')
+    with pytest.raises(TaskError, match=r"bad config .*max_digitz.*its settings are: min_terms, max_terms"):
+        get_scenario(str(tmp_path))
+    toml.write_text('reasoning_gym = "basic_arithmetic"\ntrain = "t.jsonl"\n')
+    with pytest.raises(TaskError, match=r"unknown key 'train' \(known keys: reasoning_gym, config"):
+        get_scenario(str(tmp_path))
+    toml.write_text('reasoning_gym = "basic_arithmetic"\nrewards = "nope.py"\n')
+    with pytest.raises(TaskError, match=r"rewards = 'nope.py': no such file"):
+        get_scenario(str(tmp_path))
+
+
 def test_missing_extras_say_what_to_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
