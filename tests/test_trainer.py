@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from rlab.engine.policy.model import Policy
-from rlab.engine.train.trainer import Trainer, TrainConfig, _collate
+from rlab.engine.train import trainer as trainer_module
+from rlab.engine.train.trainer import Trainer, TrainConfig, _collate, micro_batches, vocab_size
 from rlab.engine.types import TrainSample
 
 
@@ -83,6 +84,36 @@ def test_shared_prompts_give_the_per_row_log_probs_and_gradients(policy):
     total.backward()
     for got, want in zip(shared, (p.grad for p in policy.model.parameters())):
         assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_micro_batches_fit_the_logits_budget_and_keep_the_order(policy):
+    samples = [_sample(policy, "1+1=", "2" * n, 1.0) for n in (1, 3, 2, 5, 1)]
+    vocab = vocab_size(policy.model)
+    widths = [len(s.completion_ids) for s in samples]
+    budget = 3 * max(widths) * vocab * 4
+    chunks = micro_batches(samples, vocab, budget)
+    assert [s for chunk in chunks for s in chunk] == samples and len(chunks) > 1
+    for chunk in chunks:
+        assert len(chunk) == 1 or len(chunk) * max(len(s.completion_ids) for s in chunk) * vocab * 4 <= budget
+    assert micro_batches(samples, vocab, 1) == [[s] for s in samples]  # over budget alone: one each
+
+
+def test_micro_batched_update_equals_one_pass(policy, monkeypatch):
+    """Gradient accumulation over micro-batches makes the update and the metrics of one full pass."""
+    samples = [_sample(policy, prompt, completion, adv) for prompt in ("12+34=", "7+8=")
+               for completion, adv in (("46", 1.0), ("15", -0.5), ("1234", 0.25), ("", -1.0))]
+    start = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0, beta=0.1)
+    whole = Trainer(policy.model, policy.pad_id, config).update(samples)
+    whole_grads = [p.grad.clone() for p in policy.model.parameters()]  # the update leaves them in place
+    policy.model.load_state_dict(start)
+    monkeypatch.setattr(trainer_module, "LOGITS_BUDGET_BYTES", 2 * 5 * vocab_size(policy.model) * 4)
+    assert len(micro_batches(samples, vocab_size(policy.model), trainer_module.LOGITS_BUDGET_BYTES)) >= 3
+    split = Trainer(policy.model, policy.pad_id, config).update(samples)
+    for key in ("loss", "kl", "entropy", "grad_norm"):
+        assert split[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6)
+    for got, want in zip(policy.model.parameters(), whole_grads):
+        assert torch.allclose(got.grad, want, rtol=1e-4, atol=1e-7)
 
 
 def test_advantage_sign_moves_the_completion_probability(policy):

@@ -38,6 +38,34 @@ from rlab.engine.types import TrainSample
 
 
 ENTROPY_ROWS = 8  # sequences per block when computing token entropies (bounds a (rows, T, V) temporary)
+#: Bytes of one float32 (rows, tokens, vocabulary) logits tensor per micro-batch. SmolLM2's
+#: 49,152-token vocabulary makes a 64 x 64-token batch 0.8 GB per copy, and the forward and
+#: backward passes hold several; the tiny policy's batches never reach it.
+LOGITS_BUDGET_BYTES = 256 * 2**20
+
+
+def vocab_size(model) -> int:
+    """Rows of the model's output layer (V, the width of its logits)."""
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+def micro_batches(samples: list[TrainSample], vocab: int,
+                  budget_bytes: int) -> list[list[TrainSample]]:
+    """``samples`` cut, in order, into runs whose float32 logits (rows x widest
+    completion x ``vocab`` x 4 bytes) fit ``budget_bytes``; a sample over the
+    budget on its own is a micro-batch by itself. Samples of one group stay
+    adjacent, so most micro-batches still share their prompt's forward pass.
+    """
+    chunks: list[list[TrainSample]] = [[]]
+    widest = 0
+    for sample in samples:
+        wider = max(widest, len(sample.completion_ids))
+        if chunks[-1] and (len(chunks[-1]) + 1) * wider * vocab * 4 > budget_bytes:
+            chunks.append([])
+            wider = len(sample.completion_ids)
+        chunks[-1].append(sample)
+        widest = wider
+    return chunks
 
 
 def _run_default(name: str) -> float:
@@ -119,6 +147,8 @@ class Trainer:
         (mean token entropy of the policy, nats), ``grad_norm`` (before
         clipping) and ``trained_samples``. With nothing to train (every
         advantage 0 and beta 0) no update is made and the metrics are NaN.
+        The batch runs as :func:`micro_batches` whose gradients accumulate
+        into one optimizer step: the same update as one pass, in bounded memory.
         """
         active = [s for s in samples if s.has_signal] if self.config.beta == 0 else samples
         if not active:
@@ -126,36 +156,43 @@ class Trainer:
             return {"loss": nan, "kl": nan, "clip_ratio": nan, "entropy": nan, "grad_norm": nan,
                     "trained_samples": 0}
         self.model.train()
-        batch = _collate(active, self.pad_id, next(self.model.parameters()).device,
-                         drop_zero_advantage=self.config.beta == 0)
-        logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True)
-        mask = batch["mask"]
-        n_tokens = mask.sum()
-        ratio = torch.exp(logp - batch["old_logprobs"])
-        adv = batch["advantages"]
-        clipped = torch.clamp(ratio, 1 - self.config.clip_eps, 1 + self.config.clip_eps)
-        surrogate = torch.minimum(ratio * adv, clipped * adv)
-        loss = -(surrogate * mask).sum() / n_tokens
-        kl = self._kl(batch, logp)
-        if self.config.beta > 0:
-            loss = loss + self.config.beta * (kl * mask).sum() / n_tokens
+        device = next(self.model.parameters()).device
+        chunks = [_collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0)
+                  for part in micro_batches(active, vocab_size(self.model), LOGITS_BUDGET_BYTES)]
+        n_tokens = sum(chunk["mask"].sum() for chunk in chunks)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        totals = dict.fromkeys(("loss", "kl", "clip_ratio", "entropy"), 0.0)
+        for chunk in chunks:
+            sums = self._token_sums(chunk)
+            (sums["loss"] / n_tokens).backward()  # gradient accumulation: the mean over the whole batch
+            for key in totals:
+                totals[key] += sums[key].item()
         grad_norm = torch.nn.utils.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
         )
         self.optimizer.step()
+        metrics = {key: value / float(n_tokens) for key, value in totals.items()}
+        return {**metrics, "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
+                "trained_samples": len(active)}
+
+    def _token_sums(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Sums over the trained tokens of one micro-batch: ``loss`` (with its
+        graph: clipped surrogate, plus beta * k3), and, detached, ``kl``,
+        ``clip_ratio`` (clipped tokens) and ``entropy``."""
+        logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True)
+        mask = batch["mask"]
+        ratio = torch.exp(logp - batch["old_logprobs"])
+        adv = batch["advantages"]
+        clipped = torch.clamp(ratio, 1 - self.config.clip_eps, 1 + self.config.clip_eps)
+        loss = -(torch.minimum(ratio * adv, clipped * adv) * mask).sum()
+        kl = self._kl(batch, logp)
+        if self.config.beta > 0:
+            loss = loss + self.config.beta * (kl * mask).sum()
         was_clipped = ((ratio < 1 - self.config.clip_eps) & (adv < 0)) | (
             (ratio > 1 + self.config.clip_eps) & (adv > 0)
         )
-        return {
-            "loss": loss.item(),
-            "kl": ((kl * mask).sum() / n_tokens).item(),
-            "clip_ratio": ((was_clipped.float() * mask).sum() / n_tokens).item(),
-            "entropy": ((entropy * mask).sum() / n_tokens).item(),
-            "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
-            "trained_samples": len(active),
-        }
+        return {"loss": loss, "kl": (kl * mask).sum().detach(), "clip_ratio": (was_clipped.float() * mask).sum(),
+                "entropy": (entropy * mask).sum()}
 
     def _kl(self, batch: dict, logp: torch.Tensor) -> torch.Tensor:
         if self.config.beta == 0:
@@ -175,9 +212,9 @@ class Trainer:
         Memory: one (B, T, V) float32 copy of the scaled logits is kept for
         the backward pass; the log-softmax is never materialised (the
         log-prob is the chosen logit minus the logsumexp), and the entropy is
-        computed ``ENTROPY_ROWS`` rows at a time without a graph. With
-        SmolLM2's 49,152-token vocabulary this keeps a 64-sequence x 64-token
-        batch near 0.8 GB instead of several copies of it.
+        computed ``ENTROPY_ROWS`` rows at a time without a graph. B x T is
+        one micro-batch (:func:`micro_batches`), so the copy stays under
+        ``LOGITS_BUDGET_BYTES`` whatever the batch.
         """
         with self.autocast():
             logits = _completion_logits(model, batch)
