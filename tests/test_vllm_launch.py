@@ -22,7 +22,7 @@ import pytest
 
 from rlab.engine.policy.vllm import VLLMBackend, VLLMError
 from rlab.engine.policy.vllm_launch import (ServeSettings, VLLMNotFound, find_vllm_python, launch,
-                                           lora_rank_limit, server_command)
+                                           lora_rank_limit, server_command, server_dtype, server_env)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,7 @@ def test_a_named_python_must_exist_and_have_vllm(monkeypatch, tmp_path, fake_pyt
 
 
 def test_the_command_has_issue_14s_flags(model_dir):
-    cmd = server_command("py", ServeSettings(model_dir, max_lora_rank=32), 8123)
+    cmd = server_command("py", ServeSettings(model_dir, max_lora_rank=32, dtype="bfloat16"), 8123)
     assert cmd[:3] == ["py", "-m", "vllm.entrypoints.openai.api_server"]
     text = " ".join(cmd)
     for flag in (f"--model {model_dir}", "--port 8123", "--host 127.0.0.1", "--dtype bfloat16",
@@ -80,6 +80,25 @@ def test_the_command_has_issue_14s_flags(model_dir):
                  "--logprobs-mode processed_logprobs"):
         assert flag in text
     assert "--enable-lora" not in server_command("py", ServeSettings(model_dir, lora=False), 1)
+
+
+def test_auto_dtype_is_bfloat16_only_where_it_runs_natively():
+    assert server_dtype("auto", cpu_flags={"avx2", "fma"}, gpu=False) == "float32"
+    assert server_dtype("auto", cpu_flags={"avx512f", "avx512_bf16"}, gpu=False) == "bfloat16"
+    assert server_dtype("auto", cpu_flags={"amx_bf16"}, gpu=False) == "bfloat16"
+    assert server_dtype("auto", cpu_flags={"avx2"}, gpu=True) == "bfloat16"
+    assert server_dtype("float16", cpu_flags={"avx2"}, gpu=False) == "float16"  # an explicit dtype is kept
+
+
+def test_a_small_machine_reserves_no_core_for_the_front_end(monkeypatch, model_dir):
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert server_env(ServeSettings(model_dir))["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in server_env(ServeSettings(model_dir))
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")  # the user's setting wins
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert server_env(ServeSettings(model_dir))["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
 
 
 def test_lora_rank_limit_is_one_vllm_accepts():

@@ -145,7 +145,7 @@ def _serve_command(sub) -> None:
     serve.add_argument("--lora", action="store_true", help="serve LoRA adapters loaded at run time (for rlab run)")
     serve.add_argument("--max-lora-rank", type=int, default=16, help="largest adapter rank with --lora")
     serve.add_argument("--max-model-len", type=int, default=2048, help="context length, tokens")
-    serve.add_argument("--dtype", default="bfloat16", help="weights' dtype on the server")
+    serve.add_argument("--dtype", default="auto", help="weights' dtype on the server (auto: bfloat16 where it runs natively, else float32)")
     serve.add_argument("--vllm-python", help="the Python with vllm (default: $RLAB_VLLM_PYTHON, else this one)")
 
 

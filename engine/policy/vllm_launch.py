@@ -10,9 +10,16 @@ is started as ``python -m vllm.entrypoints.openai.api_server``, with the
 flags and environment measured on a 2-core CPU in issue 14:
 ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache), runtime LoRA updating on,
 ``--enable-lora --max-lora-rank`` (which also turns warm-up compilation
-off: ~40 s to healthy instead of 110-120 s), ``--dtype bfloat16``,
-``--max-model-len 2048``; and ``--logprobs-mode processed_logprobs`` (see
-:mod:`engine.policy.vllm`).
+off: ~40 s to healthy instead of 110-120 s), ``--max-model-len 2048``;
+and ``--logprobs-mode processed_logprobs`` (see :mod:`engine.policy.vllm`).
+Two CPU settings decide its speed on a small machine (SmolLM2-135M, 32 x
+64 tokens, 2-core AVX2 EPYC, tests/bench/backends.py): by default vLLM
+keeps one core for its HTTP front end and computes on the rest, so on 2
+cores it computes on 1 (20 tok/s); ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``
+gives it both (38 tok/s); and without native bf16 (avx512_bf16 or AMX)
+bfloat16 matmuls are emulated: float32 ran 126 tok/s. So ``--dtype auto``
+(the default) means bfloat16 on a GPU or a CPU with native bf16, else
+float32, and machines with at most 4 cores reserve none.
 
 The server's output is copied line by line, prefixed ``[vllm]``, to a
 stream (the run's log: the engine's stderr); the last lines are kept for
@@ -67,8 +74,9 @@ class ServeSettings:
         host: interface to bind; 127.0.0.1 keeps it off the network.
         lora: serve LoRA adapters loaded at run time (``--enable-lora``).
         max_lora_rank: the largest adapter rank the server accepts.
-        dtype: weights' dtype on the server (bfloat16 halves memory; its
-            log-probs match float32 transformers to ~0.05 nats, issue 14).
+        dtype: weights' dtype on the server; ``auto``: :func:`server_dtype`
+            (bfloat16 halves memory; its log-probs match float32
+            transformers to ~0.05 nats, issue 14).
         max_model_len: context length, tokens (bounds the KV cache per sequence).
         kvcache_gib: ``VLLM_CPU_KVCACHE_SPACE``, GiB of CPU memory for the KV cache.
         extra_args: more server flags, passed as given.
@@ -79,7 +87,7 @@ class ServeSettings:
     host: str = "127.0.0.1"
     lora: bool = True
     max_lora_rank: int = 16
-    dtype: str = "bfloat16"
+    dtype: str = "auto"
     max_model_len: int = 2048
     kvcache_gib: int = 2
     extra_args: tuple[str, ...] = field(default_factory=tuple)
@@ -133,10 +141,38 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+#: Machines with at most this many cores keep no core for vLLM's front end (see the module doc).
+SMALL_MACHINE_CORES = 4
+
+
+def server_dtype(dtype: str, *, cpu_flags: set[str] | None = None, gpu: bool | None = None) -> str:
+    """The ``--dtype`` to serve with: ``dtype`` itself unless it is ``auto``, which
+    means bfloat16 where it runs natively (an NVIDIA GPU is present, or the CPU
+    has avx512_bf16 or amx_bf16) and float32 elsewhere (emulated bfloat16 ran
+    3.3x slower on a 2-core AVX2 CPU). ``cpu_flags`` defaults to /proc/cpuinfo's,
+    ``gpu`` to whether /dev/nvidiactl exists.
+    """
+    if dtype != "auto":
+        return dtype
+    if Path("/dev/nvidiactl").exists() if gpu is None else gpu:
+        return "bfloat16"
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
 def server_command(python: str, settings: ServeSettings, port: int) -> list[str]:
     """The server's command line (``python -m vllm.entrypoints.openai.api_server ...``)."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(settings.model),
-           "--host", settings.host, "--port", str(port), "--dtype", settings.dtype,
+           "--host", settings.host, "--port", str(port), "--dtype", server_dtype(settings.dtype),
            "--max-model-len", str(settings.max_model_len),
            # log-probs of the distribution sampled from (temperature applied), as the trainer's
            "--logprobs-mode", "processed_logprobs"]
@@ -149,6 +185,8 @@ def server_env(settings: ServeSettings) -> dict[str, str]:
     """This process's environment plus the server's settings (an already set variable wins)."""
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.kvcache_gib))
+    if (os.cpu_count() or 1) <= SMALL_MACHINE_CORES:
+        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     if settings.lora:
         env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
     env.pop("PYTHONPATH", None)  # rlab's own modules must not shadow the venv's packages
