@@ -10,9 +10,10 @@ Two parts, one JSON object on stdout:
   model and through a loaded rank-16 adapter. One warm-up request each,
   then the best of ``--repeat`` timed runs. ``tokens_per_s`` counts the
   tokens returned (EOS included).
-- ``grpo_step_s``: seconds per GRPO step of ``rlab run`` (arithmetic
-  scenario, ``--model smollm2-135m``, LoRA rank 16, P=``--sequences``/8
-  prompts x G=8, ``--new-tokens`` per completion) with each backend, split
+- ``grpo_step_s``: seconds per GRPO step of ``rlab run`` (the task
+  examples/tasks/reasoning_gym_arithmetic, where SmolLM2's groups have
+  spread, so every step trains; ``--model smollm2-135m``, LoRA rank 16,
+  P=``--sequences``/8 prompts x G=8, ``--new-tokens`` per completion) with each backend, split
   into generation, scoring, update and adapter sync as the engine measures
   them (``time/*`` step metrics of engine.step.train_step); the median over
   steps 2..``--steps`` (step 1 warms up; with ``--steps 1``, step 1).
@@ -46,7 +47,7 @@ from rlab.engine.policy.model import Policy
 from rlab.engine.policy.smollm2 import ensure_smollm2
 from rlab.engine.policy.tiny import cache_root
 from rlab.engine.policy.vllm import VLLMBackend
-from rlab.engine.policy.vllm_launch import ServeSettings, find_vllm_python, launch
+from rlab.engine.policy.vllm_launch import ServeSettings, find_vllm_python, launch, server_dtype
 from rlab.engine.step import run
 from rlab.engine.types import Sample
 
@@ -54,6 +55,7 @@ PROMPTS = ["What is 17 + 25?", "Write a haiku about rain.", "Explain what a prim
            "Name three fruits.", "What is the capital of Spain?", "Count from one to ten.",
            "Describe a cat in one sentence.", "Why is the sky blue?"]
 PHASES = ("generation", "scoring", "update", "adapter_sync")
+TASK = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "reasoning_gym_arithmetic"
 
 
 def timed(sample, prompts: list[list[int]], new_tokens: int, repeat: int) -> dict:
@@ -94,7 +96,7 @@ def generation(model_dir: Path, url: str, args, adapter_dir: Path) -> dict:
 def grpo_steps(model_dir: Path, backend: str, url: str, args, folder: Path) -> dict:
     """Median seconds per phase of steps 2..N of a real ``rlab run`` with ``backend``."""
     db = folder / f"{backend}.db"
-    config = RunConfig(model=model_dir, backend=backend, vllm_url=url if backend == "vllm" else None,
+    config = RunConfig(task=str(TASK), model=model_dir, backend=backend, vllm_url=url if backend == "vllm" else None,
                        lora_rank=16, prompts_per_step=max(1, args.sequences // 8), group_size=8,
                        max_new_tokens=args.new_tokens, temperature=1.0, max_steps=args.steps, eval_size=1,
                        eval_every=10_000, checkpoint_every=10_000, db=db, seed=0)
@@ -105,6 +107,7 @@ def grpo_steps(model_dir: Path, backend: str, url: str, args, folder: Path) -> d
     metrics = [json.loads(r[0]) for r in rows if "time/generation" in json.loads(r[0])]
     out = {phase: round(statistics.median(m[f"time/{phase}"] for m in metrics), 2) for phase in PHASES}
     out["total"] = round(statistics.median(m["step_seconds"] for m in metrics), 2)
+    out["trained_samples"] = round(statistics.median(m["trained_samples"] for m in metrics))
     out["tokens_per_step"] = round(statistics.median(m["completions/mean_length"] for m in metrics)
                                    * args.sequences)
     return partial(f"grpo_step_{backend}", out)
@@ -132,7 +135,7 @@ def main() -> None:
     print(json.dumps({
         "label": args.label,
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()},
-        "model": "SmolLM2-135M-Instruct (hf: float32; vLLM CPU 0.32.0: bfloat16, --enable-lora)",
+        "model": f"SmolLM2-135M-Instruct (hf: float32; vLLM CPU 0.32.0: {server_dtype('auto')}, --enable-lora)",
         "sequences": args.sequences, "new_tokens": args.new_tokens,
         "vllm_server_start_s": round(start_s, 1),
         "generation": gen,

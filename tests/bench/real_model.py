@@ -3,8 +3,12 @@
     python tests/bench/real_model.py                      # speed only (a few minutes on 2 cores)
     python tests/bench/real_model.py --train-seconds 600  # + held-out pass@1 and reward before/after
 
-Prints one JSON object. Needs the smollm2-135m alias (docs/tasks.md) and,
-for ``--train-seconds``, reasoning-gym (``basic_arithmetic``). Figures:
+Prints one JSON object. Needs the smollm2-135m alias and reasoning-gym
+(docs/tasks.md). The task is examples/tasks/reasoning_gym_arithmetic:
+reasoning-gym's basic_arithmetic with two one-digit terms, scored by the
+dataset's score_answer on the tagged answer or the last number, plus a 0.1
+format bonus for <answer> tags. The run goes into ``--db``; open it in the
+TUI with ``rlab watch --db DB`` to see its curves. Figures:
 
 - ``generation_tokens_per_s``: new tokens per second sampling 32 prompts
   at once (temperature 0.8, 64 new tokens, no early stop counted out).
@@ -24,6 +28,9 @@ from pathlib import Path
 
 import torch
 
+TASK = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "reasoning_gym_arithmetic"
+EVAL_SIZE = 200
+
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
@@ -42,7 +49,7 @@ def measure_speed(model_dir: Path) -> dict:
     from rlab.scenarios import get_scenario
 
     torch.manual_seed(0)
-    task = get_scenario("reasoning-gym:basic_arithmetic")
+    task = get_scenario(str(TASK))
     policy = Policy.load(model_dir, "cpu")
     policy.model = apply_lora(policy.model, LoraSettings(rank=16))
     examples = task.train_examples(0)
@@ -67,9 +74,12 @@ def measure_speed(model_dir: Path) -> dict:
     t1 = time.perf_counter()
     trainer.step(batch.samples)
     train_s = time.perf_counter() - t1
+    if not batch.samples:
+        raise SystemExit("every group scored alike: no update to time; the task gives no spread")
     return {"generation_tokens_per_s": round(new_tokens / gen_s, 1), "generation_batch": 32,
             "generation_new_tokens": new_tokens, "grpo_step_seconds": round(collect_s + train_s, 2),
             "grpo_step_rollout_seconds": round(collect_s, 2), "grpo_step_train_seconds": round(train_s, 2),
+            "grpo_step_trained_sequences": len(batch.samples),
             "grpo_step_shape": "8 prompts x 8 rollouts x 64 new tokens, LoRA rank 16"}
 
 
@@ -78,9 +88,9 @@ def measure_learning(seconds: float, db: Path) -> dict:
     from rlab.engine.step import run
     from rlab.store.reader import StoreReader
 
-    config = RunConfig(task="reasoning-gym:basic_arithmetic", model=Path("smollm2-135m"), db=db, max_seconds=seconds,
-                       prompts_per_step=8, group_size=8, max_new_tokens=48, temperature=0.8, lr=2e-4,
-                       eval_size=50, eval_every=1000, checkpoint_every=1000, device="cpu")
+    config = RunConfig(task=str(TASK), model=Path("smollm2-135m"), db=db, max_seconds=seconds,
+                       prompts_per_step=8, group_size=8, temperature=0.8, lr=2e-4, eval_size=EVAL_SIZE,
+                       eval_every=10, checkpoint_every=1000, device="cpu")
     summary = run(config)
     with StoreReader(db) as reader:
         rewards = [m.get("reward") for m in reader.step_metrics(summary["run_id"]) if m.get("reward") is not None]
@@ -89,7 +99,9 @@ def measure_learning(seconds: float, db: Path) -> dict:
             "eval_pass_at_1_before": summary["eval_pass_at_1_initial"],
             "eval_pass_at_1_after": summary["eval_pass_at_1_final"],
             "reward_first_steps": round(sum(rewards[:k]) / k, 4) if rewards else None,
-            "reward_last_steps": round(sum(rewards[-k:]) / k, 4) if rewards else None}
+            "reward_last_steps": round(sum(rewards[-k:]) / k, 4) if rewards else None,
+            "eval_size": EVAL_SIZE, "eval_curve_seconds_pass_at_1": summary["eval_curve"],
+            "run_id": summary["run_id"], "db": str(db)}
 
 
 def main() -> None:
