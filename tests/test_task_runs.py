@@ -225,3 +225,14 @@ def test_verifiers_environment_from_load_environment(tmp_path):
     right, wrong = rubric.score_group([example, example], [f"<answer>{example['answer']}</answer>", "no idea"])
     assert right.error is None and right.reward == pytest.approx(1.25)
     assert wrong.error is None and wrong.components["correct_answer"] == 0.0 and wrong.reward < 0.25
+
+
+def test_the_tui_names_a_task_run_after_the_task_before_loading_it():
+    from rlab.tui.cli import _task_label
+
+    assert _task_label(str(EXAMPLES / "reasoning_gym_arithmetic" / "task.toml")) == "reasoning_gym_arithmetic"
+    assert _task_label("examples/tasks/addition_trl") == "addition_trl"
+    assert _task_label("reasoning-gym:chain_sum") == "chain_sum"
+    assert _task_label("verifiers:/home/me/envs/my_env.py") == "my_env"
+    assert _task_label({"reasoning_gym": "countdown"}) == "countdown"
+    assert _task_label(None) is None

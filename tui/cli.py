@@ -201,10 +201,24 @@ def _engine_command(args: argparse.Namespace, name: str) -> list[str]:
     return [sys.executable, "-P", "-m", "rlab.engine", *given, "--db", str(args.db), "--name", name]
 
 
+def _task_label(task: str | dict | None) -> str | None:
+    """A run-name stem for ``--task`` without loading the task (the TUI names the
+    run before the engine starts): the reference's name, the toml's folder or stem."""
+    if task is None:
+        return None
+    if isinstance(task, dict):
+        return str(task.get("name") or task.get("reasoning_gym") or "task")
+    kind, _, name = task.partition(":")
+    if kind in ("reasoning-gym", "verifiers") and name:
+        return Path(name).stem
+    path = Path(task)
+    return path.parent.name if path.name == "task.toml" else path.stem
+
+
 def _tui_with_engine(args: argparse.Namespace, config) -> int:
     from rlab.tui.app import RolloutLabApp
 
-    name = config.name or f"{config.scenario}-{uuid.uuid4().hex[:8]}"
+    name = config.name or f"{_task_label(config.task) or config.scenario}-{uuid.uuid4().hex[:8]}"
     if config.resume is not None:  # the TUI waits for the resumed run, not a new name
         from rlab.store.reader import resolve_run
         from rlab.store.reader import StoreReader
