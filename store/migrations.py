@@ -233,5 +233,12 @@ V8 = [
     "CREATE INDEX judge_calls_group ON judge_calls(group_id)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8]
+V9 = [
+    # The environment's own reward of each turn (after the invalid-move penalty), so
+    # a reward edit re-scored outside the run (the editor's preview, the group
+    # view's version compare) gives ``env_reward`` what the run gave it, not 0.
+    "ALTER TABLE turns ADD COLUMN env_reward REAL",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -259,6 +259,19 @@ class StoreReader:
                 "FROM judge_calls WHERE group_id = ? ORDER BY id DESC LIMIT 1", [group_id]))
         return cast(GroupRow, group)
 
+    def env_rewards(self, group_id: int) -> dict[int, list[float | None]]:
+        """Per trajectory id of the group, its turns' environment rewards in turn
+        order (None where not stored: runs before schema v9); ``{}`` for a
+        single-turn group."""
+        with self._snapshot() as conn:
+            rows = conn.execute(
+                "SELECT u.trajectory_id, u.env_reward FROM turns u JOIN trajectories t "
+                "ON t.id = u.trajectory_id WHERE t.group_id = ? ORDER BY u.trajectory_id, u.t", [group_id])
+            out: dict[int, list[float | None]] = {}
+            for trajectory_id, reward in rows:
+                out.setdefault(trajectory_id, []).append(reward)
+        return out
+
     def trajectory(self, trajectory_id: int) -> InspectedTrajectoryRow | None:
         """One full trajectory row plus its group's ``prompt``, ``example_id``,
         ``judge_status`` and ``turns`` (multi-step; ``[]`` otherwise)."""

@@ -36,13 +36,16 @@ class TurnRecord:
         t: turn index in the episode, from 0.
         state_key: environment state before the turn (the anchor state); any
             hashable value, stored as ``str(state_key)``.
-        reward: r_t, the environment reward of this turn.
+        reward: r_t, the turn's trained reward (the rubric's per-turn share,
+            ``engine.rewards.turns``).
         ret: R_t, the discounted return from this turn, sum_k gamma^(k-t) r_k.
         adv_episode: A^E of the episode this turn belongs to.
         adv_step: A^S of this turn within its anchor group (0 if size 1).
         advantage: A = A^E + omega * A^S, the scalar spread over its tokens.
         anchor_id: identifier of the anchor group (unique within the group).
         anchor_size: number of (episode, turn) pairs in that anchor group.
+        env_reward: the environment's own reward of this turn (None: not known,
+            e.g. an imported run).
     """
 
     t: int
@@ -54,6 +57,7 @@ class TurnRecord:
     advantage: float
     anchor_id: Any
     anchor_size: int
+    env_reward: float | None = None
 
 
 @dataclass

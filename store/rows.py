@@ -140,6 +140,7 @@ class TurnRow(TypedDict):
     advantage: float
     anchor_id: int
     anchor_size: int
+    env_reward: float | None
 
 
 class TrajectoryRow(TypedDict):

@@ -40,7 +40,7 @@ _INSERT_TRAJECTORY = (
 )
 _INSERT_TURN = (
     "INSERT INTO turns (trajectory_id, run_id, step, t, state_key, reward, ret, adv_episode, "
-    "adv_step, advantage, anchor_id, anchor_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "adv_step, advantage, anchor_id, anchor_size, env_reward) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _STEP_COLUMNS = list(STEP_METRIC_COLUMNS.values())
 # Upsert that merges: a step written twice (train metrics, then eval metrics)
@@ -266,7 +266,7 @@ class StoreWriter:
                 conn.executemany(_INSERT_TURN, [
                     (trajectory_id, run_id, step, turn.t, _state_key(turn.state_key),
                      turn.reward, turn.ret, turn.adv_episode, turn.adv_step, turn.advantage,
-                     turn.anchor_id, turn.anchor_size)
+                     turn.anchor_id, turn.anchor_size, turn.env_reward)
                     for turn in trajectory.turns
                 ])
         return group_id

@@ -177,3 +177,29 @@ def test_a_context_that_does_not_extend_the_last_starts_a_new_sample():
     episodes = guess_rollouts(ScriptedPolicy(bisect), secrets=(23,), n=2).groups[0]
     advantages = [np.ones(len(ep.turns)) for ep in episodes]
     assert len(episode_samples(episodes, advantages)) == len(train_samples(episodes, advantages))
+
+
+def test_the_reward_editor_preview_scores_env_reward_as_the_run_did(tmp_path):
+    """Stored groups re-scored outside the run (the editor's preview, the group
+    view's version compare) get the turns' stored environment rewards: a rubric
+    that weighs only env_reward gives each episode what the environment paid."""
+    from rlab.engine.rewards.check import dry_run
+    from rlab.engine.rewards.submit import recent_groups
+    from rlab.store.reader import StoreReader
+    from rlab.store.writer import StoreWriter
+
+    rollouts = guess_rollouts(mixed_policy(2))
+    rubric = load_rubric(GUESS.reward_file)
+    scored, advantages = advantages_of(rollouts, rubric)
+    writer = StoreWriter(tmp_path / "runs.db")
+    run_id = writer.start_run("guess", "number_guess", {}, {})
+    writer.write_groups(run_id, 1, to_batch(rollouts, scored, advantages, 1).groups)
+    writer.close()
+    groups = recent_groups(StoreReader(tmp_path / "runs.db"), run_id, 3)
+    env_only = rubric.source.replace('WEIGHTS = {"solved": 1.0, "env_reward": 0.0}',
+                                     'WEIGHTS = {"solved": 0.0, "env_reward": 1.0}')
+    assert env_only != rubric.source
+    report = dry_run(rubric.source, env_only, groups)
+    paid = [t.total_reward for group in reversed(rollouts.groups) for t in group]  # newest group first
+    assert any(paid)  # some episode was solved: a 0 for every episode would fail below
+    assert [r for g in report.groups for r in g.new_rewards] == pytest.approx(paid)

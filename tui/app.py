@@ -25,6 +25,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.worker import get_current_worker
 
+from rlab.engine.rewards.env_reward import stored_group
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 from rlab.tui.advantages import AdvantagesScreen
@@ -577,9 +578,7 @@ class RolloutLabApp(App):
                 for light in reversed(reader.groups_of_step(run_id, step)):
                     group = reader.group(light["id"])
                     example = self.examples.example(scenario, group)
-                    out.append({"trajectories": [
-                        {"example": example, "completion": t["completion"], "reward": t["reward"]}
-                        for t in group["trajectories"]]})
+                    out.append(stored_group(reader, group, example))
                     if len(out) >= k:
                         return out
         return out

@@ -163,10 +163,11 @@ class GroupScreen(NavScreen):
 
     def _rescore(self, group: dict, scenario: str, trajs: list[dict], old: dict, new: dict) -> None:
         from rlab.engine.rewards.check import RewardCheckError, dry_run
+        from rlab.engine.rewards.env_reward import stored_group
 
         example = self.app.examples.example(scenario, group)
-        groups = [{"trajectories": [{"example": example, "completion": t["completion"],
-                                     "reward": t["reward"]} for t in trajs]}]
+        with self.app._view_reader as reader:  # the group's trajectories are in idx order, as trajs
+            groups = [stored_group(reader, group, example)]
         try:
             report = dry_run(old["source"], new["source"], groups)
             result = ranking_table(trajs, old, new, report.groups[0])

@@ -21,6 +21,7 @@ from typing import Any
 from rlab.engine.rewards.check import DEFAULT_TIMEOUT_S, check_edit
 from rlab.engine.rewards.compare import DryRunReport
 from rlab.engine.rewards.edit import CHECK_GROUPS, EditRejected
+from rlab.engine.rewards.env_reward import stored_group
 from rlab.scenarios import UnknownScenarioError, get_scenario
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader, resolve_run
@@ -61,8 +62,7 @@ def recent_groups(reader: StoreReader, run_id: int, k: int) -> list[dict[str, An
                 continue
             example = group.get("example") or by_id().get(str(group["example_id"])) or {
                 "id": group["example_id"], "prompt": group["prompt"]}
-            out.append({"trajectories": [{"example": example, "completion": t["completion"], "reward": t["reward"]}
-                                         for t in group["trajectories"]]})
+            out.append(stored_group(reader, group, example))
             if len(out) >= k:
                 return out
     return out

@@ -156,7 +156,7 @@ def _turn_records(trajectory: Trajectory, result: GiGPOResult, per_turn: np.ndar
     return [TurnRecord(t=t, state_key=repr(turn.state_key), reward=float(rewards[t]), ret=float(result.returns[k][t]),
                        adv_episode=float(result.episode[k]), adv_step=float(result.step[k][t]),
                        advantage=float(per_turn[t]), anchor_id=int(result.anchor[k][t]),
-                       anchor_size=int(result.anchor_size[k][t]))
+                       anchor_size=int(result.anchor_size[k][t]), env_reward=float(turn.reward))
             for t, turn in enumerate(trajectory.turns)]
 
 
