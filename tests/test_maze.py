@@ -11,7 +11,9 @@ from rlab.engine.train.advantages import gigpo_group
 from rlab.scenarios import get_scenario
 from rlab.scenarios.imitation import EOS_TEXT
 from rlab.scenarios.maze import SCENARIO, STARTS
-from rlab.scenarios.maze.env import GOAL, legal_moves
+from rlab.scenarios.maze.env import SMALL
+
+GOAL, legal_moves = SMALL.goal, SMALL.legal_moves
 
 
 
@@ -52,3 +54,20 @@ def test_warm_start_contexts_open_with_the_system_prompt_and_end_in_a_cell():
     for context, move in pairs[:300]:
         assert context.startswith(SCENARIO.system_prompt) and move in legal_moves(cell_of(context))
         assert context.count(EOS_TEXT) == len(re.findall(r"\d\d\?", context)) - 1
+
+
+def test_the_large_maze_is_solvable_in_its_budget_but_random_walks_rarely_make_it():
+    large = get_scenario("maze_large")
+    grid = large.grid
+    assert large.system_prompt == "Maze, goal at 66. Reply u, d, l or r.\n" and large.reward_file == SCENARIO.reward_file
+    assert [ex["start"] for ex in large.eval_examples()] == [list(c) for c in grid.starts] and len(grid.starts) == 31
+    assert max(grid.distance[c] for c in grid.starts) == large.max_turns  # every start can reach the goal, just
+    rng, reached = random.Random(0), 0
+    for start in grid.starts * 40:
+        env = large.make_env({})
+        env.reset({"id": "x", "start": list(start)})
+        done = reward = 0.0
+        while not done:
+            _, reward, done, _ = env.step(rng.choice(grid.legal_moves(env.cell)))
+        reached += reward
+    assert 0.03 < reached / (len(grid.starts) * 40) < 0.2  # sparse: GRPO's groups are mostly all-zero

@@ -1,15 +1,19 @@
 """Maze: a multi-step scenario whose states recur across episodes (GiGPO's case).
 
-The policy walks a fixed 5x5 maze (:mod:`scenarios.maze.env`) from a start
-cell to the goal in at most 10 moves; the shortest walks take 1 to 8. Every
-episode of every group moves through the same 18 cells, so anchor groups are
-large and the step-level advantage compares moves made in the same cell
-(Feng et al. 2025, arXiv 2505.10978, section 4.2). The tiny policy is
-warm-started on uniform random legal moves, which reach the goal in about
-24 % of walks (measured over 200 walks per start), so RL has room. The
-held-out split is every start cell once (17 walks, greedy); train examples
-draw start cells with the run's seed. The maze is fixed, so held-out starts
-are not new states: the split measures the policy, not generalisation.
+The policy walks a fixed maze (:mod:`scenarios.maze.env`) from a start cell
+to the goal in at most ``max_turns`` moves. Every episode of every group
+moves through the same cells, so anchor groups are large and the step-level
+advantage compares moves made in the same cell (Feng et al. 2025, arXiv
+2505.10978, section 4.2). The tiny policy is warm-started on uniform random
+legal moves, so RL has room. The held-out split is every start cell once
+(greedy); train examples draw start cells with the run's seed. The maze is
+fixed, so held-out starts are not new states: the split measures the
+policy, not generalisation.
+
+``maze`` is the 5 x 5 grid below (17 starts, 10 moves, shortest walks 1 to
+8; random legal walks reach the goal in about 24 % of tries): a minute of
+training solves it with either method. ``maze_large``
+(:mod:`scenarios.maze_large`) is the harder case.
 """
 
 from __future__ import annotations
@@ -20,30 +24,33 @@ from pathlib import Path
 from typing import Any
 
 from rlab.scenarios.imitation import imitation_pairs
-from rlab.scenarios.maze.env import GOAL, MazeEnv, free_cells, legal_moves, observation
+from rlab.scenarios.maze.env import SMALL, Cell, Grid, MazeEnv, observation
 
-MAX_TURNS = 10
 TRAIN_SIZE = 2000
 SFT_EPISODES = 600
-SYSTEM_PROMPT = "Maze, goal at 44. Reply u, d, l or r.\n"
-STARTS = [cell for cell in free_cells() if cell != GOAL]
 
 
-def _example(cell: tuple[int, int], suffix: str = "") -> dict[str, Any]:
+def system_prompt(grid: Grid) -> str:
+    """The rules in one line: where the goal is and the four moves."""
+    return f"Maze, goal at {grid.goal[0]}{grid.goal[1]}. Reply u, d, l or r.\n"
+
+
+def _example(cell: Cell, suffix: str = "") -> dict[str, Any]:
     return {"id": f"maze-{cell[0]}{cell[1]}{suffix}", "prompt": observation(cell), "answer": "",
             "start": list(cell)}
 
 
 @dataclass(frozen=True)
 class Maze:
-    """The maze scenario (multi-step, reward 1 on reaching the goal)."""
+    """A maze scenario (multi-step, reward 1 on reaching the goal) on ``grid``."""
 
     name: str = "maze"
+    grid: Grid = SMALL
     multi_step: bool = True
-    system_prompt: str | None = SYSTEM_PROMPT
+    system_prompt: str | None = system_prompt(SMALL)
     reward_file: Path = Path(__file__).with_name("rewards.py")
     judge_rubric: str | None = None
-    max_turns: int = MAX_TURNS
+    max_turns: int = 10
     # Random legal play for a fixed number of steps (no pass@1 target): the
     # format and legality, not the way to the goal.
     warm_start_target: float | None = None
@@ -52,23 +59,24 @@ class Maze:
 
     def make_env(self, example: dict[str, Any]) -> MazeEnv:
         """A fresh environment; the start cell is read on reset."""
-        return MazeEnv(self.max_turns)
+        return MazeEnv(self.max_turns, self.grid)
 
     def eval_examples(self) -> list[dict[str, Any]]:
-        """The fixed held-out split: every start cell once (17 examples)."""
-        return [_example(cell) for cell in STARTS]
+        """The fixed held-out split: every start cell once."""
+        return [_example(cell) for cell in self.grid.starts]
 
     def train_examples(self, seed: int) -> list[dict[str, Any]]:
         """2,000 examples with start cells drawn uniformly with ``seed``."""
         rng = random.Random(seed)
-        return [_example(rng.choice(STARTS), f"-{i}") for i in range(TRAIN_SIZE)]
+        return [_example(rng.choice(self.grid.starts), f"-{i}") for i in range(TRAIN_SIZE)]
 
     def sft_pairs(self, seed: int) -> list[tuple[str, str]]:
         """(context, move) pairs from uniform random legal moves (contexts as in
         ``scenarios.imitation``: the system prompt, then the conversation)."""
         rng = random.Random(f"sft-{seed}")  # not the stream that drew the starts
         return imitation_pairs(self.make_env, self.train_examples(seed)[:SFT_EPISODES],
-                               lambda env: rng.choice(legal_moves(env.cell)), self.system_prompt)
+                               lambda env: rng.choice(env.grid.legal_moves(env.cell)), self.system_prompt)
 
 
 SCENARIO = Maze()
+STARTS = SMALL.starts
