@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from rlab.store.records import GroupRecord
+
+if TYPE_CHECKING:  # torch-backed; only the type is needed here
+    from rlab.engine.policy.sampling import PrefixCache
 
 #: An OpenAI-style chat message: {"role": ..., "content": ...}.
 Message = dict[str, Any]
@@ -209,8 +212,11 @@ class Sampler(Protocol):
         assistant turn opened (the generation prompt)."""
         ...
 
-    def sample(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float) -> list[Sample]:
-        """One completion per prompt, in order (temperature 0: greedy)."""
+    def sample(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
+               cache: PrefixCache | None = None) -> list[Sample]:
+        """One completion per prompt, in order (temperature 0: greedy). ``cache``
+        carries the previous turn's KV between the turns of a batch of episodes;
+        a sampler that caches prefixes itself (a vLLM server) ignores it."""
         ...
 
 

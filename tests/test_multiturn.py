@@ -36,7 +36,7 @@ class ScriptedPolicy:
     def render(self, messages):
         return [ord(c) for c in SEP.join(m["content"] for m in messages)]
 
-    def sample(self, prompt_ids, *, max_new_tokens, temperature):
+    def sample(self, prompt_ids, *, max_new_tokens, temperature, cache=None):
         self.batch_sizes.append(len(prompt_ids))
         samples = []
         for prompt in prompt_ids:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlab.engine.policy.model import Policy
-from rlab.engine.policy.sampling import left_pad
+from rlab.engine.policy.sampling import PrefixCache, left_pad
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +56,72 @@ def test_repeated_prompts_share_one_prefill_and_finished_rows_stop(policy, monke
     samples = policy.sample(_prompts(policy, 1) * 8, max_new_tokens=6, temperature=1.0)
     assert [s.token_ids for s in samples] == [[policy.eos_id]] * 8
     assert len(calls) == 1 and calls[0][0] == 1
+
+
+def _next_turn(policy, prompt, sample, observation):
+    """The next turn's context: this one, the sampled tokens, then the observation's tokens."""
+    return prompt + sample.token_ids + policy.tokenizer.encode(observation, add_special_tokens=False)
+
+
+def test_a_turn_extending_the_last_reuses_its_kv_and_samples_what_a_full_prefill_samples(policy):
+    """Cache reuse == full re-prefill: the same greedy tokens and log-probs for
+    prompts that extend the last call's rows, with only their new tokens run."""
+    first = [p for p in _prompts(policy, 3) for _ in range(2)]
+    cache = PrefixCache()
+    turn1 = policy.sample(first, max_new_tokens=5, temperature=0.7, cache=cache)  # rows diverge
+    second = [_next_turn(policy, p, s, f" ok {i}?") for i, (p, s) in enumerate(zip(first, turn1))]
+    prefilled = cache.prefilled_tokens
+    reused = policy.sample(second, max_new_tokens=6, temperature=0, cache=cache)
+    fresh = policy.sample(second, max_new_tokens=6, temperature=0)
+    assert [s.token_ids for s in reused] == [s.token_ids for s in fresh]
+    for a, b in zip(reused, fresh):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    # Each row's KV covers its prompt and all sampled tokens but the last.
+    kept = sum(len(p) + len(s.token_ids) - 1 for p, s in zip(first, turn1))
+    assert cache.reused_tokens == kept
+    assert cache.prefilled_tokens - prefilled == sum(len(p) for p in second) - kept
+
+
+def test_a_prompt_that_does_not_extend_a_kept_row_is_prefilled_whole(policy):
+    """Prefix mismatch (an earlier turn rendered differently): that row runs
+    its whole prompt, the others still reuse their rows, and nothing sampled changes."""
+    first = _prompts(policy, 2)
+    cache = PrefixCache()
+    turn1 = policy.sample(first, max_new_tokens=4, temperature=0, cache=cache)
+    second = [_next_turn(policy, p, s, " next?") for p, s in zip(first, turn1)]
+    second[1] = [second[1][0] + 1] + second[1][1:]  # its first token no longer matches
+    reused = policy.sample(second, max_new_tokens=5, temperature=0, cache=cache)
+    fresh = policy.sample(second, max_new_tokens=5, temperature=0)
+    assert [s.token_ids for s in reused] == [s.token_ids for s in fresh]
+    assert cache.reused_tokens == len(first[0]) + len(turn1[0].token_ids) - 1
+
+
+def test_a_cache_over_its_budget_keeps_nothing_and_changes_nothing(policy):
+    prompts = _prompts(policy, 2)
+    cache = PrefixCache(budget_bytes=0)
+    turn1 = policy.sample(prompts, max_new_tokens=3, temperature=0, cache=cache)
+    second = [_next_turn(policy, p, s, " again?") for p, s in zip(prompts, turn1)]
+    assert ([s.token_ids for s in policy.sample(second, max_new_tokens=4, temperature=0, cache=cache)]
+            == [s.token_ids for s in policy.sample(second, max_new_tokens=4, temperature=0)])
+    assert cache.reused_tokens == 0
+
+
+def test_episodes_played_with_the_turn_cache_equal_episodes_played_without(policy):
+    """End to end on number_guess: greedy episodes are identical whether each
+    turn extends the last turn's KV or re-runs the whole conversation."""
+    from rlab.engine.rollout.episodes import run_episodes
+    from rlab.scenarios import get_scenario
+
+    class NoCache:
+        render = policy.render
+
+        def sample(self, prompt_ids, *, cache=None, **kwargs):
+            return policy.sample(prompt_ids, **kwargs)
+
+    scenario = get_scenario("number_guess")
+    examples = scenario.eval_examples()[:6]
+    kwargs = dict(max_turns=4, max_new_tokens=4, temperature=0.0, system_prompt=scenario.system_prompt)
+    cached = run_episodes(policy, scenario.make_env, examples, **kwargs)
+    plain = run_episodes(NoCache(), scenario.make_env, examples, **kwargs)
+    assert [t.messages for t in cached] == [t.messages for t in plain]
+    assert sum(len(t.turns) for t in cached) > len(examples)  # episodes had later turns to reuse

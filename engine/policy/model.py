@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from rlab.engine.policy.sampling import sample as sample_with_cache
+from rlab.engine.policy.sampling import PrefixCache, sample as sample_with_cache
 from rlab.engine.types import Sample
 
 
@@ -95,6 +95,7 @@ class Policy:
         *,
         max_new_tokens: int,
         temperature: float = 1.0,
+        cache: PrefixCache | None = None,
     ) -> list[Sample]:
         """Sample one completion per prompt (greedy when ``temperature`` is 0).
 
@@ -103,6 +104,8 @@ class Policy:
                 left-padded internally; repeated prompts share one prefill).
             max_new_tokens: generation budget per completion, in tokens.
             temperature: softmax temperature; 0 means greedy decoding.
+            cache: the previous call's rows, which prompts may extend (the
+                turns of multi-turn episodes); this call's rows are kept there.
 
         Returns:
             B :class:`Sample` s; ``logprobs`` are those of the sampling
@@ -110,7 +113,7 @@ class Policy:
             See :mod:`rlab.engine.policy.sampling` for the loop.
         """
         out = sample_with_cache(self.model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                                pad_id=self.pad_id, eos_id=self.eos_id, device=self.device)
+                                pad_id=self.pad_id, eos_id=self.eos_id, device=self.device, cache=cache)
         return [self._to_sample(row, lp) for row, lp in zip(out.tokens, out.logprobs)]
 
     def _to_sample(self, tokens: list[int], logprobs: list[float]) -> Sample:

@@ -7,14 +7,31 @@ drops a row from the batch as soon as it has sampled EOS (the short
 completions of the embedded tasks end after 2-4 tokens of a 6-token budget);
 and stops when every row has ended. Each decoding step is one forward pass
 of the still-running rows over one new token.
+
+Multi-turn episodes re-send their whole conversation every turn. With a
+:class:`PrefixCache` the loop keeps each row's KV at the end of a call, and
+the next call feeds only the tokens a prompt adds to a kept row (the
+environment's observation and the new generation prompt), as vLLM's
+automatic prefix caching does on a server. A prompt that does not extend
+any kept row (a chat template that re-renders an earlier turn differently)
+is prefilled whole: reuse never changes what is sampled, only its cost.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import torch
 from transformers import DynamicCache
+
+#: Bytes of kept KV at most per :class:`PrefixCache` (rows past it are prefilled again
+#: next turn). SmolLM2-135M keeps 46 KB per token (30 layers x K,V x 3 heads x 64 x 4
+#: bytes), so 1 GiB holds 64 episodes of 360 tokens.
+PREFIX_CACHE_BUDGET_BYTES = 2**30
+
+#: One layer's kept keys and values for one row: two (heads, tokens, head_dim) tensors.
+LayerKV = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass
@@ -29,6 +46,46 @@ class Sampled:
 
     tokens: list[list[int]]
     logprobs: list[list[float]]
+
+
+@dataclass
+class PrefixCache:
+    """The KV cache of the previous :func:`sample` call's rows, for the next call to extend.
+
+    One per batch of episodes (``engine.rollout.episodes.run_groups``) and
+    dropped with it, so the weights cannot change under a kept row. Each
+    call replaces what the previous one kept.
+
+    Attributes:
+        budget_bytes: KV bytes kept at most.
+        reused_tokens: prompt tokens served from kept KV, over all calls.
+        prefilled_tokens: prompt tokens run through the model, over all calls.
+    """
+
+    budget_bytes: int = PREFIX_CACHE_BUDGET_BYTES
+    reused_tokens: int = 0
+    prefilled_tokens: int = 0
+    _rows: dict[tuple[int, ...], list[LayerKV]] = field(default_factory=dict)
+    _bytes: int = 0
+
+    def longest_prefix(self, prompt: list[int]) -> tuple[int, list[LayerKV] | None]:
+        """(n, kv): the longest kept row that is a proper prefix of ``prompt``
+        (at least one prompt token is left to run, for the next logits); (0, None) if none."""
+        for n in sorted({len(key) for key in self._rows}, reverse=True):
+            if n < len(prompt) and (kv := self._rows.get(tuple(prompt[:n]))) is not None:
+                return n, kv
+        return 0, None
+
+    def replace(self) -> None:
+        """Forget every kept row (the start of a call that will keep its own)."""
+        self._rows, self._bytes = {}, 0
+
+    def keep(self, tokens: list[int], kv: list[LayerKV]) -> None:
+        """Keep ``kv``, the cache of exactly ``tokens``, unless over the budget."""
+        size = sum(k.numel() * k.element_size() * 2 for k, _ in kv)
+        if self._bytes + size <= self.budget_bytes:
+            self._rows[tuple(tokens)] = kv
+            self._bytes += size
 
 
 def left_pad(prompt_ids: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,9 +110,74 @@ def _pick(logits: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch
     return token, logprobs.gather(1, token.unsqueeze(1)).squeeze(1)
 
 
+def _past(kept: list[tuple[int, list[LayerKV] | None]], device) -> tuple[DynamicCache, torch.Tensor]:
+    """A cache of the kept rows, left-padded to the longest (zeros), and its mask (D, P) long."""
+    width = max(n for n, _ in kept)
+    cache, mask = DynamicCache(), torch.zeros((len(kept), width), dtype=torch.long, device=device)
+    if width == 0:
+        return cache, mask
+    template = next(kv for _, kv in kept if kv is not None)
+    for layer, (k0, _) in enumerate(template):
+        keys = k0.new_zeros((len(kept), k0.shape[0], width, k0.shape[2]))
+        values = torch.zeros_like(keys)
+        for row, (n, kv) in enumerate(kept):
+            if kv is not None:
+                keys[row, :, width - n:], values[row, :, width - n:] = kv[layer]
+        cache.update(keys, values, layer)
+    for row, (n, _) in enumerate(kept):
+        mask[row, width - n:] = 1
+    return cache, mask
+
+
+def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id: int, device):
+    """Run each prompt's tokens past its longest kept prefix; (cache, logits (D, V), mask, positions (D,))."""
+    kept = [cache.longest_prefix(p) if cache is not None else (0, None) for p in prompts]
+    past, past_mask = _past(kept, device)
+    ids, new_mask = left_pad([p[n:] for p, (n, _) in zip(prompts, kept)], pad_id, device)
+    mask = torch.cat([past_mask, new_mask], dim=1)
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, past_mask.shape[1]:]
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=past,
+                use_cache=True, logits_to_keep=1)
+    if cache is not None:
+        cache.reused_tokens += sum(n for n, _ in kept)
+        cache.prefilled_tokens += sum(len(p) - n for p, (n, _) in zip(prompts, kept))
+    if past_mask.shape[1]:
+        mask = _compact(past, mask)
+    return past, out.logits[:, -1], mask, positions[:, -1]
+
+
+def _compact(kv: DynamicCache, mask: torch.Tensor) -> torch.Tensor:
+    """Move each row's real positions to the right end of the cache, in order, and cut
+    the width to the longest row; return the new mask. Kept prefix and new tokens are
+    padded apart, so without this one long miss would widen every row's attention."""
+    lengths = mask.sum(dim=1)
+    width = int(lengths.max())
+    # Stable sort puts padding (0) first and real positions (1) last, each in order.
+    order = torch.sort(mask, dim=1, stable=True).indices[:, -width:]
+    for layer in _attention_layers(kv):
+        index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+        layer.keys, layer.values = layer.keys.gather(2, index), layer.values.gather(2, index)
+    return (torch.arange(width, device=mask.device) >= width - lengths[:, None]).long()
+
+
+def _attention_layers(kv: DynamicCache) -> list[Any]:
+    """The cache's layers, each with ``keys`` and ``values`` (B, heads, tokens, head_dim):
+    the only kind a causal LM's ``DynamicCache`` holds here (transformers also types
+    linear-attention layers into the list)."""
+    return cast(list[Any], kv.layers)
+
+
+def _keep_rows(cache: PrefixCache, kv: DynamicCache, mask: torch.Tensor, rows: list[int],
+               contexts: list[list[int]]) -> None:
+    """Keep batch rows ``rows`` (their real positions only) as the caches of ``contexts``."""
+    for row, context in zip(rows, contexts):
+        real = mask[row].bool()
+        cache.keep(context, [(layer.keys[row][:, real], layer.values[row][:, real]) for layer in _attention_layers(kv)])
+
+
 @torch.no_grad()
 def sample(model, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
-           pad_id: int, eos_id: int, device) -> Sampled:
+           pad_id: int, eos_id: int, device, cache: PrefixCache | None = None) -> Sampled:
     """Sample one completion per prompt with a KV cache (greedy when ``temperature`` <= 0).
 
     Args:
@@ -66,39 +188,44 @@ def sample(model, prompt_ids: list[list[int]], *, max_new_tokens: int, temperatu
         temperature: softmax temperature; <= 0 means greedy.
         pad_id, eos_id: the tokenizer's pad and end-of-sequence ids.
         device: where the model lives.
+        cache: rows kept by the previous call to extend, and where this
+            call keeps its rows (each row's prompt and sampled tokens but
+            the last, whose KV was never computed); None: nothing kept.
 
     Random draws use torch's global generator (seeded by the run).
     """
     model.eval()
     distinct: dict[tuple[int, ...], int] = {}
     rows = [distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids]
-    ids, mask = left_pad([list(p) for p in distinct], pad_id, device)
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    cache = DynamicCache()
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                use_cache=True, logits_to_keep=1)
+    kv, logits, mask, last_pos = _prefill(model, [list(p) for p in distinct], cache, pad_id, device)
+    if cache is not None:
+        cache.replace()
     # Every row starts from its prompt's cache and last logits.
     row_index = torch.tensor(rows, device=device)
-    cache.batch_select_indices(row_index)
-    logits = out.logits[row_index, -1]
-    mask, next_pos = mask[row_index], positions[row_index, -1] + 1
+    kv.batch_select_indices(row_index)
+    logits, mask, next_pos = logits[row_index], mask[row_index], last_pos[row_index] + 1
     alive = torch.arange(len(rows), device=device)  # original row of each batch row
     tokens: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
+    context = lambda row: list(prompt_ids[row]) + tokens[row][:-1]  # noqa: E731  (what a row's KV holds)
     for step in range(max_new_tokens):
         token, logprob = _pick(logits, temperature)
         for row, tok, lp in zip(alive.tolist(), token.tolist(), logprob.tolist()):
             tokens[row].append(tok)
             logprobs[row].append(lp)
         running = token != eos_id
-        if step == max_new_tokens - 1 or not bool(running.any()):
+        last = step == max_new_tokens - 1 or not bool(running.any())
+        if cache is not None:
+            ended = (~running).nonzero().squeeze(1).tolist() if not last else list(range(len(alive)))
+            _keep_rows(cache, kv, mask, ended, [context(alive[i].item()) for i in ended])
+        if last:
             break
         if not bool(running.all()):
             keep = running.nonzero().squeeze(1)
-            cache.batch_select_indices(keep)
+            kv.batch_select_indices(keep)
             alive, token, mask, next_pos = alive[keep], token[keep], mask[keep], next_pos[keep]
         mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
         out = model(input_ids=token.unsqueeze(1), attention_mask=mask, position_ids=next_pos.unsqueeze(1),
-                    past_key_values=cache, use_cache=True)
+                    past_key_values=kv, use_cache=True)
         logits, next_pos = out.logits[:, -1], next_pos + 1
     return Sampled(tokens, logprobs)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import openai
 
+from rlab.engine.policy.sampling import PrefixCache
 from rlab.engine.types import Sample
 
 TOKEN_ID_PREFIX = "token_id:"
@@ -110,7 +111,8 @@ class VLLMBackend:
         return [m.model_dump() for m in page.data]
 
     def sample(
-        self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0
+        self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0,
+        cache: PrefixCache | None = None,
     ) -> list[Sample]:
         """Sample one completion per prompt from the current policy (same contract as ``Policy.sample``).
 
@@ -120,6 +122,8 @@ class VLLMBackend:
             temperature: softmax temperature; 0 is greedy. top-p, top-k and
                 repetition penalty are switched off explicitly, because vLLM
                 otherwise applies the model's ``generation_config.json``.
+            cache: ignored: the server caches prompt prefixes itself (vLLM's
+                automatic prefix caching), so the turns of an episode reuse it.
 
         If the server no longer knows the current adapter (it was restarted),
         the adapter is loaded again from its directory and the request retried once.

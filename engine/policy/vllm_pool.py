@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlab.engine.policy.vllm import ServerDown, VLLMBackend, VLLMError, adapter_name, save_step_adapter
+from rlab.engine.policy.sampling import PrefixCache
 from rlab.engine.types import Sample
 
 #: ``on_drop(base_url, reason)``: called once per dropped server.
@@ -101,8 +102,10 @@ class VLLMPool:
         answers = [b.served_models() for b in self.backends]
         return answers[0]
 
-    def sample(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0) -> list[Sample]:
+    def sample(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0,
+               cache: PrefixCache | None = None) -> list[Sample]:
         """One completion per prompt, groups spread over the servers; prompt order kept.
+        ``cache`` is ignored: each server caches prompt prefixes itself.
 
         Raises:
             ValueError: empty prompts or a non-positive budget.

@@ -20,6 +20,7 @@ import hashlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from rlab.engine.policy.sampling import PrefixCache
 from rlab.engine.types import Environment, Example, Message, Sample, Sampler, Trajectory, Turn
 
 
@@ -176,14 +177,20 @@ def _play(
     policy: Sampler, envs: list[Environment], episodes: list[Trajectory], max_turns: int,
     max_new_tokens: int, temperature: float, penalty: float,
 ) -> None:
-    """Turn loop: one batched ``policy.sample`` per turn over the running episodes."""
+    """Turn loop: one batched ``policy.sample`` per turn over the running episodes.
+
+    A turn's context is the last one plus the sampled turn and the new
+    observation, so one :class:`PrefixCache` carries each episode's KV from
+    turn to turn: only the observation is run through the model again.
+    """
     keys = [ep.initial_state_key for ep in episodes]
+    cache = PrefixCache()
     for _ in range(max_turns):
         running = [i for i, ep in enumerate(episodes) if not ep.done]
         if not running:
             break
         prompts = [policy.render(episodes[i].messages) for i in running]
-        samples = policy.sample(prompts, max_new_tokens=max_new_tokens, temperature=temperature)
+        samples = policy.sample(prompts, max_new_tokens=max_new_tokens, temperature=temperature, cache=cache)
         if len(samples) != len(prompts):
             raise ValueError(f"policy.sample returned {len(samples)} samples for {len(prompts)} prompts")
         for i, prompt, sample in zip(running, prompts, samples):

@@ -5,10 +5,13 @@ and GiGPO vs GRPO learning curves. Both print JSON.
     python tests/bench/multistep.py curves [--scenario maze] [--seeds 0 1 2] [--max-steps 60]
                                            [--db runs.db] [--parallel 2]
 
-``speed`` times one number_guess step side by side in one process, on the
-same rollouts: the update with each turn its own trainer sample with its
-whole context (``--train-unit turn``, the engine before issue 16) and with
-each episode one sequence, observations masked out (the default). The
+``speed`` times one number_guess step side by side in one process: the
+rollout with every turn re-running its whole conversation (the engine before
+issue 16) and with each turn extending the last turn's KV cache
+(``engine.policy.sampling.PrefixCache``, the default), alternated; then, on
+the same rollouts, the update with each turn its own trainer sample with its
+whole context (``--train-unit turn``, before issue 16) and with each episode
+one sequence, observations masked out (the default). The
 policy is the untrained tiny model (a warm start costs many minutes on a
 loaded machine) and the rubric rewards valid guesses, so groups have spread;
 random guessing plays all 6 turns.
@@ -51,6 +54,7 @@ from rlab.engine.rollout.batch import to_batch  # noqa: E402
 from rlab.engine.session import start  # noqa: E402
 from rlab.engine.train.advantages import rollout_advantages  # noqa: E402
 from rlab.engine.train.trainer import TrainConfig, Trainer  # noqa: E402
+from rlab.engine.types import Rollouts  # noqa: E402
 from rlab.scenarios import get_scenario  # noqa: E402
 from rlab.store.reader import StoreReader  # noqa: E402
 
@@ -80,15 +84,53 @@ def _timed(fn):
     return time.perf_counter() - t0, out
 
 
-def speed(args: argparse.Namespace) -> dict:
-    """One number_guess step's parts, timed side by side on the same rollouts.
+class Counted:
+    """The policy, counting the prompt tokens each turn runs through the model:
+    with ``reuse`` only those past the last turn's kept KV (the turn cache), else
+    every distinct prompt whole (the engine before issue 16)."""
 
-    The rollout and scoring are played once; then the update (``num_iterations``
+    def __init__(self, policy, reuse: bool):
+        self.policy, self.render, self.reuse = policy, policy.render, reuse
+        self.prefilled = self.reused = 0
+
+    def sample(self, prompt_ids, *, cache=None, **kwargs):
+        if not self.reuse:
+            self.prefilled += sum(len(p) for p in {tuple(p) for p in prompt_ids})
+            return self.policy.sample(prompt_ids, **kwargs)
+        out = self.policy.sample(prompt_ids, cache=cache, **kwargs)
+        self.prefilled, self.reused = cache.prefilled_tokens, cache.reused_tokens
+        return out
+
+
+def _rollout_seconds(rollout, examples, repeats: int, seed: int) -> tuple[dict, Rollouts]:
+    """Seconds of playing ``examples`` with a full prefill per turn and with the
+    turn cache, alternated ``repeats`` times from the same seed, and the prompt
+    tokens each ran (the last repeat); the cached rollouts."""
+    seconds: dict[str, list[float]] = {"full_prefill": [], "turn_cache": []}
+    tokens: dict[str, dict[str, int]] = {}
+    policy = rollout.sampler
+    for _ in range(repeats):
+        for way in seconds:
+            torch.manual_seed(seed)
+            rollout.sampler = counted = Counted(policy, reuse=way == "turn_cache")
+            took, played = _timed(lambda: rollout.play(examples))
+            seconds[way].append(took)
+            tokens[way] = {"prefilled": counted.prefilled, "reused": counted.reused}
+    rollout.sampler = policy
+    return {"seconds": seconds, "prompt_tokens": tokens}, played
+
+
+def speed(args: argparse.Namespace) -> dict:
+    """One number_guess step's parts, timed side by side.
+
+    The rollout is played ``--repeats`` times each way (full prefill per turn,
+    turn cache), alternated; scoring once; then the update (``num_iterations``
     clipped policy-gradient steps) runs on per-turn samples and on one
     sequence per episode, alternately ``--repeats`` times, each from the same
     weights, so both layouts see the same machine load. A step is rollout +
     scoring + update: before = with per-turn samples, after = one sequence
-    per episode.
+    per episode. Before = full prefill + per-turn samples (the engine
+    before issue 16); after = turn cache + one sequence per episode.
     """
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -104,7 +146,7 @@ def speed(args: argparse.Namespace) -> dict:
         session = start(config)
         try:
             examples = session.rng.sample(session.train_examples, config.prompts_per_step)
-            rollout_s, rollouts = _timed(lambda: session.rollout.play(examples))
+            rollout_parts, rollouts = _rollout_seconds(session.rollout, examples, args.repeats, args.seed)
             score_s, scored = _timed(lambda: score(rollouts, load_rubric(rewards)))
         finally:
             session.scoring.close()
@@ -123,7 +165,10 @@ def speed(args: argparse.Namespace) -> dict:
             seconds, metrics[unit] = _timed(lambda: trainer.step(samples))
             update_s[unit].append(seconds)
     update = {unit: statistics.median(values) for unit, values in update_s.items()}
-    step = {unit: rollout_s + score_s + update[unit] for unit in update}
+    rollout_s = rollout_parts["seconds"]
+    rollout = {way: statistics.median(values) for way, values in rollout_s.items()}
+    step = {"turn": rollout["full_prefill"] + score_s + update["turn"],
+            "episode": rollout["turn_cache"] + score_s + update["episode"]}
     policy = "untrained tiny model" if args.scenario == "number_guess" else "warm-started tiny model (seed 0)"
     return {"bench": "multistep-speed", "scenario": args.scenario, "policy": policy,
             "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
@@ -132,7 +177,10 @@ def speed(args: argparse.Namespace) -> dict:
             "samples": {unit: len(samples) for unit, samples in layouts.items()},
             "trained_samples": {unit: m["trained_samples"] for unit, m in metrics.items()},
             "loss": {unit: m["loss"] for unit, m in metrics.items()},
-            "rollout_seconds": round(rollout_s, 3), "score_seconds": round(score_s, 3),
+            "rollout_seconds": {way: [round(v, 3) for v in values] for way, values in rollout_s.items()},
+            "rollout_speedup": round(rollout["full_prefill"] / rollout["turn_cache"], 2),
+            "rollout_prompt_tokens": rollout_parts["prompt_tokens"],
+            "score_seconds": round(score_s, 3),
             "update_seconds": {unit: [round(v, 3) for v in values] for unit, values in update_s.items()},
             "step_seconds": {unit: round(v, 3) for unit, v in step.items()},
             "update_speedup": round(update["turn"] / update["episode"], 2),
