@@ -1,7 +1,8 @@
 """Multi-step benchmarks: step speed (one sequence per episode vs one sample per turn)
 and GiGPO vs GRPO learning curves. Both print JSON.
 
-    python tests/bench/multistep.py speed [--scenario number_guess] [--repeats 3] [--prompts-per-step 8]
+    python tests/bench/multistep.py speed [--scenario number_guess] [--warm-start] [--repeats 3]
+                                          [--prompts-per-step 8]
     python tests/bench/multistep.py curves [--scenario maze] [--seeds 0 1 2] [--max-steps 60]
                                            [--db runs.db] [--parallel 2]
 
@@ -12,9 +13,10 @@ issue 16) and with each turn extending the last turn's KV cache
 the same rollouts, the update with each turn its own trainer sample with its
 whole context (``--train-unit turn``, before issue 16) and with each episode
 one sequence, observations masked out (the default). The
-policy is the untrained tiny model (a warm start costs many minutes on a
-loaded machine) and the rubric rewards valid guesses, so groups have spread;
-random guessing plays all 6 turns.
+policy is the untrained tiny model and the rubric rewards valid guesses, so
+groups have spread and random guessing plays all 6 turns; ``--warm-start``
+takes number_guess's warm-started policy (built once, minutes) and its own
+rubric instead, the policy a run trains.
 
 ``curves`` runs the headless engine once per method and seed (same seeds for
 both methods, a fixed step budget) on one tiny policy warm-started for the
@@ -135,7 +137,7 @@ def speed(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         scenario = get_scenario(args.scenario)
-        if args.scenario == "number_guess":
+        if args.scenario == "number_guess" and not args.warm_start:
             rewards, model = tmp / "rewards.py", raw_model(tmp / "model")
             rewards.write_text(VALID_GUESSES)
         else:  # the scenario's warm-started tiny policy and its own rubric
@@ -169,7 +171,8 @@ def speed(args: argparse.Namespace) -> dict:
     rollout = {way: statistics.median(values) for way, values in rollout_s.items()}
     step = {"turn": rollout["full_prefill"] + score_s + update["turn"],
             "episode": rollout["turn_cache"] + score_s + update["episode"]}
-    policy = "untrained tiny model" if args.scenario == "number_guess" else "warm-started tiny model (seed 0)"
+    policy = ("untrained tiny model" if args.scenario == "number_guess" and not args.warm_start
+              else "warm-started tiny model (seed 0)")
     return {"bench": "multistep-speed", "scenario": args.scenario, "policy": policy,
             "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
             "num_iterations": config.num_iterations, "torch_threads": torch.get_num_threads(),
@@ -251,6 +254,8 @@ def main() -> None:
     fast.add_argument("--scenario", default="number_guess",
                       help="number_guess (untrained policy, valid-guess reward) or a multi-step scenario "
                       "with its warm-started policy and rubric (e.g. maze)")
+    fast.add_argument("--warm-start", action="store_true",
+                      help="number_guess too with its warm-started policy and its own rubric (solved)")
     fast.add_argument("--seed", type=int, default=0)
     fast.add_argument("--prompts-per-step", type=int, default=8)
     fast.add_argument("--group-size", type=int, default=8)
