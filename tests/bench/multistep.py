@@ -1,9 +1,10 @@
 """Multi-step benchmarks: step speed (one sequence per episode vs one sample per turn)
 and GiGPO vs GRPO learning curves. Both print JSON.
 
-    python tests/bench/multistep.py speed [--scenario number_guess] [--warm-start] [--repeats 3]
+    python tests/bench/multistep.py speed [--scenario number_guess] [--untrained] [--repeats 3]
                                           [--prompts-per-step 8]
-    python tests/bench/multistep.py curves [--scenario maze] [--seeds 0 1 2] [--max-steps 60]
+    python tests/bench/multistep.py curves [--scenario maze_large] [--seeds 0 1 2] [--max-steps 240]
+                                           [--max-seconds 600] [--gigpo-mode mean_norm]
                                            [--db runs.db] [--parallel 2]
 
 ``speed`` times one number_guess step side by side in one process: the
@@ -12,11 +13,13 @@ issue 16) and with each turn extending the last turn's KV cache
 (``engine.policy.sampling.PrefixCache``, the default), alternated; then, on
 the same rollouts, the update with each turn its own trainer sample with its
 whole context (``--train-unit turn``, before issue 16) and with each episode
-one sequence, observations masked out (the default). The
-policy is the untrained tiny model and the rubric rewards valid guesses, so
-groups have spread and random guessing plays all 6 turns; ``--warm-start``
-takes number_guess's warm-started policy (built once, minutes) and its own
-rubric instead, the policy a run trains.
+one sequence, observations masked out (the default). The policy and
+rubric are the ones ``rlab run --scenario number_guess`` trains: the
+warm-started tiny policy (built once, minutes; cached) and the ``solved``
+rubric. ``--untrained`` takes an untrained tiny model and a rubric that
+rewards valid guesses instead: random guessing plays all 6 turns, and where
+it samples tokens the chat template renders differently next turn, an
+episode splits into several samples and the turn cache misses.
 
 ``curves`` runs the headless engine once per method and seed (same seeds for
 both methods, a fixed step budget) on one tiny policy warm-started for the
@@ -137,7 +140,7 @@ def speed(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         scenario = get_scenario(args.scenario)
-        if args.scenario == "number_guess" and not args.warm_start:
+        if args.scenario == "number_guess" and args.untrained:
             rewards, model = tmp / "rewards.py", raw_model(tmp / "model")
             rewards.write_text(VALID_GUESSES)
         else:  # the scenario's warm-started tiny policy and its own rubric
@@ -171,7 +174,7 @@ def speed(args: argparse.Namespace) -> dict:
     rollout = {way: statistics.median(values) for way, values in rollout_s.items()}
     step = {"turn": rollout["full_prefill"] + score_s + update["turn"],
             "episode": rollout["turn_cache"] + score_s + update["episode"]}
-    policy = ("untrained tiny model" if args.scenario == "number_guess" and not args.warm_start
+    policy = ("untrained tiny model" if args.scenario == "number_guess" and args.untrained
               else "warm-started tiny model (seed 0)")
     return {"bench": "multistep-speed", "scenario": args.scenario, "policy": policy,
             "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
@@ -192,12 +195,15 @@ def speed(args: argparse.Namespace) -> dict:
 
 def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: Path) -> dict:
     """One headless run; its summary and the held-out curve read back from the run file."""
-    name = f"{args.scenario}-{method}-s{seed}"
+    label = "gigpo_std" if method == "gigpo" and args.gigpo_mode == "mean_std_norm" else method
+    name = f"{args.scenario}-{label}-s{seed}"
     cmd = [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario", args.scenario,
            "--model", str(model), "--advantage", method, "--seed", str(seed), "--max-steps", str(args.max_steps),
            "--eval-every", str(args.eval_every), "--prompts-per-step", str(args.prompts_per_step),
            "--group-size", str(args.group_size), "--lr", str(args.lr), "--lr-warmup-steps", str(args.warmup),
-           "--db", str(db), "--name", name]
+           "--gigpo-mode", args.gigpo_mode, "--db", str(db), "--name", name]
+    if args.max_seconds:
+        cmd += ["--max-seconds", str(args.max_seconds)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     t0 = time.perf_counter()
     done = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, env=env, cwd=db.parent)
@@ -206,7 +212,7 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     rows = StoreReader(db).step_metrics(summary["run_id"])
     return {
-        "name": name, "seed": seed, "wall_seconds": round(time.perf_counter() - t0, 1),
+        "name": name, "method": method, "seed": seed, "wall_seconds": round(time.perf_counter() - t0, 1),
         "train_seconds": summary["seconds"], "steps": summary["steps"],
         "success_initial": summary["eval_pass_at_1_initial"], "success_final": summary["eval_pass_at_1_final"],
         "eval_curve": [[r["step"], r["eval/pass_at_1"]] for r in rows if r.get("eval/pass_at_1") is not None],
@@ -231,18 +237,19 @@ def curves(args: argparse.Namespace) -> dict:
     model = ensure_tiny_model(scenario, seed=0)
     build_s = time.perf_counter() - t0
     db = Path(args.db).resolve() if args.db else Path(tempfile.mkdtemp()) / "multistep.db"
-    jobs = [(method, seed) for seed in args.seeds for method in ("gigpo", "grpo")]
+    jobs = [(method, seed) for seed in args.seeds for method in args.methods]
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
         runs = list(pool.map(lambda job: run_one(job[0], job[1], args, model, db), jobs))
     methods = {}
-    for method in ("gigpo", "grpo"):
-        mine = [r for r in runs if r["name"].split("-")[-2] == method]
+    for method in args.methods:
+        mine = [r for r in runs if r["method"] == method]
         finals = [r["success_final"] for r in mine if r["success_final"] is not None]
         methods[method] = {"final_success": _spread(finals) if finals else None,
                            "initial_success": mine[0]["success_initial"] if mine else None, "runs": mine}
     return {"bench": "multistep-curves", "scenario": args.scenario, "seeds": args.seeds,
             "max_steps": args.max_steps, "eval_every": args.eval_every, "prompts_per_step": args.prompts_per_step,
-            "group_size": args.group_size, "lr": args.lr, "warmup": args.warmup, "parallel": args.parallel, "threads_per_run": args.threads,
+            "group_size": args.group_size, "lr": args.lr, "warmup": args.warmup, "gigpo_mode": args.gigpo_mode,
+            "max_seconds": args.max_seconds, "parallel": args.parallel, "threads_per_run": args.threads,
             "tiny_model_build_s": round(build_s, 1), "db": str(db), **methods}
 
 
@@ -252,22 +259,27 @@ def main() -> None:
     fast = sub.add_parser("speed", help="number_guess step seconds: one sequence per episode vs per turn")
     fast.add_argument("--repeats", type=int, default=3, help="updates timed per layout (median)")
     fast.add_argument("--scenario", default="number_guess",
-                      help="number_guess (untrained policy, valid-guess reward) or a multi-step scenario "
-                      "with its warm-started policy and rubric (e.g. maze)")
-    fast.add_argument("--warm-start", action="store_true",
-                      help="number_guess too with its warm-started policy and its own rubric (solved)")
+                      help="a multi-step scenario; its warm-started policy and its rubric")
+    fast.add_argument("--untrained", action="store_true",
+                      help="number_guess with an untrained policy and a valid-guess reward")
     fast.add_argument("--seed", type=int, default=0)
     fast.add_argument("--prompts-per-step", type=int, default=8)
     fast.add_argument("--group-size", type=int, default=8)
     learn = sub.add_parser("curves", help="GiGPO vs GRPO held-out success, same seeds, fixed steps")
-    learn.add_argument("--scenario", default="maze")
+    learn.add_argument("--scenario", default="maze_large")
     learn.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    learn.add_argument("--max-steps", type=int, default=60)
-    learn.add_argument("--eval-every", type=int, default=10)
+    learn.add_argument("--max-steps", type=int, default=240)
+    learn.add_argument("--eval-every", type=int, default=20)
     learn.add_argument("--prompts-per-step", type=int, default=8)
     learn.add_argument("--group-size", type=int, default=8)
     learn.add_argument("--lr", type=float, default=5e-4)
     learn.add_argument("--warmup", type=int, default=2, help="learning-rate warm-up steps")
+    learn.add_argument("--methods", nargs="+", default=["gigpo", "grpo"], choices=["gigpo", "grpo"])
+    learn.add_argument("--gigpo-mode", default="mean_norm", choices=["mean_norm", "mean_std_norm"],
+                       help="GiGPO's normalisation (GRPO always divides by the group's std)")
+    learn.add_argument("--max-seconds", type=float, default=600,
+                       help="training-time budget per run (seconds); the run stops at whichever of "
+                       "--max-steps and this comes first")
     learn.add_argument("--db", default=None, help="run file to keep (default: a temporary one)")
     learn.add_argument("--parallel", type=int, default=2, help="runs at once")
     learn.add_argument("--threads", type=int, default=1, help="torch threads per run")
