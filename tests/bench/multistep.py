@@ -22,7 +22,8 @@ it samples tokens the chat template renders differently next turn, an
 episode splits into several samples and the turn cache misses.
 
 ``curves`` runs the headless engine once per method and seed (same seeds for
-both methods, a fixed step budget) on one tiny policy warm-started for the
+both methods; 240 steps or 600 s of training per run, ``--max-seconds 0``
+for a step budget alone, which no machine's speed changes) on one tiny policy warm-started for the
 scenario (seed 0), all into one run file, so ``rlab`` shows any two of them
 in its runs compare screen. It prints, per method, the held-out greedy
 success curve of every seed (step, success) and the mean and spread (min,
@@ -278,8 +279,9 @@ def main() -> None:
     learn.add_argument("--gigpo-mode", default="mean_norm", choices=["mean_norm", "mean_std_norm"],
                        help="GiGPO's normalisation (GRPO always divides by the group's std)")
     learn.add_argument("--max-seconds", type=float, default=600,
-                       help="training-time budget per run (seconds); the run stops at whichever of "
-                       "--max-steps and this comes first")
+                       help="training-time budget per run (seconds; 0: none); the run stops, and its "
+                       "learning rate decays, over whichever of --max-steps and this ends first, so "
+                       "with a time budget the curves depend on the machine's speed")
     learn.add_argument("--db", default=None, help="run file to keep (default: a temporary one)")
     learn.add_argument("--parallel", type=int, default=2, help="runs at once")
     learn.add_argument("--threads", type=int, default=1, help="torch threads per run")
