@@ -71,3 +71,39 @@ def test_the_large_maze_is_solvable_in_its_budget_but_random_walks_rarely_make_i
             _, reward, done, _ = env.step(rng.choice(grid.legal_moves(env.cell)))
         reached += reward
     assert 0.03 < reached / (len(grid.starts) * 40) < 0.2  # sparse: GRPO's groups are mostly all-zero
+
+
+def _walk(example, moves):
+    """The transcript of playing ``moves`` from the example's start (OpenAI-style messages)."""
+    env = get_scenario("maze_large").make_env({})
+    messages, _ = env.reset(example)
+    for move in moves:
+        observation, _, _, _ = env.step(move)
+        messages += [{"role": "assistant", "content": move}, *observation]
+    return messages
+
+
+def test_the_rubric_counts_the_moves_a_reached_walk_took_beyond_the_shortest():
+    large = get_scenario("maze_large")
+    grid = large.grid
+    example = max(large.eval_examples(), key=lambda ex: ex["shortest"])
+    assert example["shortest"] == grid.distance[tuple(example["start"])] == 14
+    cell, shortest = tuple(example["start"]), []
+    while cell != grid.goal:  # walk downhill on the BFS distance
+        move = next(m for m in grid.legal_moves(cell) if grid.distance[grid.step(cell, m)] < grid.distance[cell])
+        shortest.append(move)
+        cell = grid.step(cell, move)
+    wall = next(m for m in "udlr" if m not in grid.legal_moves(tuple(example["start"])))
+    rubric = load_rubric(large.reward_file)
+    best, bumped, short = rubric.score_group([example] * 3, [_walk(example, shortest),
+                                                             _walk(example, [wall] + shortest[:-1]),
+                                                             _walk(example, shortest[:3])])
+    assert best.reward == 1.0 and best.details["reached"]["excess_moves"] == 0
+    assert bumped.reward == 0.0 and "excess_moves" not in bumped.details["reached"]  # 14 moves, one wasted
+    assert short.reward == 0.0 and short.details["reached"]["parse_status"] == "unfinished"
+    near = min(large.eval_examples(), key=lambda ex: ex["shortest"])
+    start = tuple(near["start"])
+    wall = next(m for m in "udlr" if m not in grid.legal_moves(start))
+    step = next(m for m in grid.legal_moves(start) if grid.distance[grid.step(start, m)] < grid.distance[start])
+    detour = rubric.score_group([near], [_walk(near, [wall, wall, step])])[0]
+    assert detour.reward == 1.0 and detour.details["reached"]["excess_moves"] == 2

@@ -35,9 +35,11 @@ def system_prompt(grid: Grid) -> str:
     return f"Maze, goal at {grid.goal[0]}{grid.goal[1]}. Reply u, d, l or r.\n"
 
 
-def _example(cell: Cell, suffix: str = "") -> dict[str, Any]:
+def _example(grid: Grid, cell: Cell, suffix: str = "") -> dict[str, Any]:
+    """A start cell as a dataset row; ``shortest`` is its BFS distance to the
+    goal (moves), so the rubric can tell a shortest walk from a detour."""
     return {"id": f"maze-{cell[0]}{cell[1]}{suffix}", "prompt": observation(cell), "answer": "",
-            "start": list(cell)}
+            "start": list(cell), "shortest": grid.distance[cell]}
 
 
 @dataclass(frozen=True)
@@ -63,12 +65,12 @@ class Maze:
 
     def eval_examples(self) -> list[dict[str, Any]]:
         """The fixed held-out split: every start cell once."""
-        return [_example(cell) for cell in self.grid.starts]
+        return [_example(self.grid, cell) for cell in self.grid.starts]
 
     def train_examples(self, seed: int) -> list[dict[str, Any]]:
         """2,000 examples with start cells drawn uniformly with ``seed``."""
         rng = random.Random(seed)
-        return [_example(rng.choice(self.grid.starts), f"-{i}") for i in range(TRAIN_SIZE)]
+        return [_example(self.grid, rng.choice(self.grid.starts), f"-{i}") for i in range(TRAIN_SIZE)]
 
     def sft_pairs(self, seed: int) -> list[tuple[str, str]]:
         """(context, move) pairs from uniform random legal moves (contexts as in

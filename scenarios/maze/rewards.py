@@ -15,15 +15,17 @@ def reached(example, completion):
 
     details: ``parse_status`` ``ok`` (reached), ``lost`` (moves used up) or
     ``unfinished``; ``moves`` counts the assistant turns, ``bumps`` the
-    rejected moves.
+    rejected moves; on reaching the goal, ``excess_moves`` is how many moves
+    the walk took beyond the shortest one (0: a shortest walk).
     """
     answers = [m["content"] for m in completion if m["role"] == "user"]
     last = answers[-1] if answers else ""
     status = {"goal": "ok", "lost": "lost"}.get(last, "unfinished")
     moves = sum(m["role"] == "assistant" for m in completion)
-    bumps = sum(a.startswith("bump") for a in answers)
-    return {"reward": 1.0 if status == "ok" else 0.0,
-            "details": {"parse_status": status, "moves": moves, "bumps": bumps}}
+    details = {"parse_status": status, "moves": moves, "bumps": sum(a.startswith("bump") for a in answers)}
+    if status == "ok" and "shortest" in example:  # runs stored before the field have no distance
+        details["excess_moves"] = moves - example["shortest"]
+    return {"reward": 1.0 if status == "ok" else 0.0, "details": details}
 
 
 # env_reward pays the same 1.0 as reached here; weigh one or the other.

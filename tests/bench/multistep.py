@@ -211,7 +211,8 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
     if done.returncode != 0:
         raise RuntimeError(f"{name} failed: {done.stderr[-2000:]}")
     summary = json.loads(done.stdout.strip().splitlines()[-1])
-    rows = StoreReader(db).step_metrics(summary["run_id"])
+    reader = StoreReader(db)
+    rows = reader.step_metrics(summary["run_id"])
     return {
         "name": name, "method": method, "seed": seed, "wall_seconds": round(time.perf_counter() - t0, 1),
         "train_seconds": summary["seconds"], "steps": summary["steps"],
@@ -220,7 +221,29 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
         "sampled_success": [round(r["episodes/success"], 3) for r in rows if "episodes/success" in r],
         "anchor_shared_frac_mean": _mean([r["gigpo/anchor_shared_frac"] for r in rows
                                           if "gigpo/anchor_shared_frac" in r]),
+        "late_walks": late_walks(reader, summary["run_id"], summary["steps"], args.tail),
     }
+
+
+def late_walks(reader: StoreReader, run_id: int, last_step: int, tail: int) -> dict:
+    """The sampled walks of the last ``tail`` steps: success rate, and of the
+    walks that reached the goal the mean moves beyond the shortest walk and
+    the share that were shortest (the maze rubric's ``excess_moves``)."""
+    reached, excess = 0, []
+    walks = 0
+    for step in range(last_step - tail + 1, last_step + 1):
+        for row in reader.groups_of_step(run_id, step):
+            group = reader.group(row["id"])
+            assert group is not None
+            for trajectory in group["trajectories"]:
+                walks += 1
+                details = trajectory["details"].get("reached", {})
+                if "excess_moves" in details:
+                    reached += 1
+                    excess.append(details["excess_moves"])
+    return {"steps": tail, "walks": walks, "success": round(reached / walks, 3) if walks else None,
+            "excess_moves_mean": _mean(excess),
+            "shortest_share": round(sum(e == 0 for e in excess) / len(excess), 3) if excess else None}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -245,7 +268,9 @@ def curves(args: argparse.Namespace) -> dict:
     for method in args.methods:
         mine = [r for r in runs if r["method"] == method]
         finals = [r["success_final"] for r in mine if r["success_final"] is not None]
+        shortest = [r["late_walks"]["shortest_share"] for r in mine if r["late_walks"]["shortest_share"] is not None]
         methods[method] = {"final_success": _spread(finals) if finals else None,
+                           "late_shortest_share": _spread(shortest) if shortest else None,
                            "initial_success": mine[0]["success_initial"] if mine else None, "runs": mine}
     return {"bench": "multistep-curves", "scenario": args.scenario, "seeds": args.seeds,
             "max_steps": args.max_steps, "eval_every": args.eval_every, "prompts_per_step": args.prompts_per_step,
@@ -275,6 +300,8 @@ def main() -> None:
     learn.add_argument("--group-size", type=int, default=8)
     learn.add_argument("--lr", type=float, default=5e-4)
     learn.add_argument("--warmup", type=int, default=2, help="learning-rate warm-up steps")
+    learn.add_argument("--tail", type=int, default=40,
+                       help="the last steps whose sampled walks late_walks summarises")
     learn.add_argument("--methods", nargs="+", default=["gigpo", "grpo"], choices=["gigpo", "grpo"])
     learn.add_argument("--gigpo-mode", default="mean_norm", choices=["mean_norm", "mean_std_norm"],
                        help="GiGPO's normalisation (GRPO always divides by the group's std)")
