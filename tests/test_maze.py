@@ -107,3 +107,17 @@ def test_the_rubric_counts_the_moves_a_reached_walk_took_beyond_the_shortest():
     step = next(m for m in grid.legal_moves(start) if grid.distance[grid.step(start, m)] < grid.distance[start])
     detour = rubric.score_group([near], [_walk(near, [wall, wall, step])])[0]
     assert detour.reward == 1.0 and detour.details["reached"]["excess_moves"] == 2
+
+
+def test_the_tight_maze_allows_each_walk_two_moves_beyond_the_shortest():
+    tight, large = get_scenario("maze_tight"), get_scenario("maze_large")
+    assert tight.grid is large.grid and tight.system_prompt == large.system_prompt
+    budgets = {ex["shortest"]: tight.make_env(ex).max_turns for ex in tight.eval_examples()}
+    assert budgets[1] == 3 and budgets[14] == 16 and all(b == d + 2 for d, b in budgets.items())
+    assert {large.make_env(ex).max_turns for ex in large.eval_examples()} == {14}  # no slack: one budget
+    example = next(ex for ex in tight.eval_examples() if ex["shortest"] == 1)
+    wall = next(m for m in "udlr" if m not in tight.grid.legal_moves(tuple(example["start"])))
+    env = tight.make_env(example)
+    env.reset(example)
+    answers = [env.step(wall)[0][0]["content"] for _ in range(3)]
+    assert answers == [f"bump {example['start'][0]}{example['start'][1]}?"] * 2 + ["lost"]

@@ -53,6 +53,9 @@ class Maze:
     reward_file: Path = Path(__file__).with_name("rewards.py")
     judge_rubric: str | None = None
     max_turns: int = 10
+    # None: every walk may take max_turns moves; k: a walk from a start at
+    # distance d may take min(d + k, max_turns), so detours fail.
+    slack: int | None = None
     # Random legal play for a fixed number of steps (no pass@1 target): the
     # format and legality, not the way to the goal.
     warm_start_target: float | None = None
@@ -60,8 +63,12 @@ class Maze:
     run_defaults: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 2})
 
     def make_env(self, example: dict[str, Any]) -> MazeEnv:
-        """A fresh environment; the start cell is read on reset."""
-        return MazeEnv(self.max_turns, self.grid)
+        """A fresh environment with this example's move budget; the start
+        cell is read on reset (which names a bad one)."""
+        start = tuple(example.get("start") or ())
+        if self.slack is None or start not in self.grid.distance:
+            return MazeEnv(self.max_turns, self.grid)
+        return MazeEnv(min(self.grid.distance[start] + self.slack, self.max_turns), self.grid)
 
     def eval_examples(self) -> list[dict[str, Any]]:
         """The fixed held-out split: every start cell once."""

@@ -257,6 +257,7 @@ def _spread(values: list[float]) -> dict:
 
 def curves(args: argparse.Namespace) -> dict:
     scenario = get_scenario(args.scenario)
+    torch.set_num_threads(args.threads)  # a build on the runs' thread count, whatever the machine's cores
     t0 = time.perf_counter()
     model = ensure_tiny_model(scenario, seed=0)
     build_s = time.perf_counter() - t0
