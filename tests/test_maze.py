@@ -10,10 +10,10 @@ from rlab.engine.rollout.episodes import run_group
 from rlab.engine.train.advantages import gigpo_group
 from rlab.scenarios import get_scenario
 from rlab.scenarios.imitation import EOS_TEXT
-from rlab.scenarios.maze import SCENARIO, STARTS
+from rlab.scenarios.maze import SCENARIO
 from rlab.scenarios.maze.env import SMALL
 
-GOAL, legal_moves = SMALL.goal, SMALL.legal_moves
+GOAL, STARTS, legal_moves = SMALL.goal, SMALL.starts, SMALL.legal_moves
 
 
 

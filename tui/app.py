@@ -25,14 +25,14 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.worker import get_current_worker
 
-from rlab.engine.rewards.env_reward import stored_group
+from rlab.engine.rewards.examples import ExampleIndex
+from rlab.engine.rewards.submit import recent_groups
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 from rlab.tui.advantages import AdvantagesScreen
 from rlab.tui.alerts import AlertThresholds
 from rlab.tui.dashboard import DashboardScreen
 from rlab.tui.dialogs import HelpScreen, QuitScreen, SearchScreen
-from rlab.tui.examples import ExampleIndex
 from rlab.tui.feed import FeedUpdate, RunFeed
 from rlab.tui.filesize import FileGrowth
 from rlab.tui.group_view import GroupScreen
@@ -182,7 +182,7 @@ class RolloutLabApp(App):
         self._newest_step: int | None = None  # the newest step before the last update
         self._polling = False
         self._poll_reader = LockedReader(self.db_path)
-        self._view_reader = LockedReader(self.db_path)
+        self.view_reader = LockedReader(self.db_path)  # screens query through it off the UI thread
         self._query_reader = LockedReader(self.db_path)
         self.examples = ExampleIndex()
         self._groups_cache = LRU(64)
@@ -379,7 +379,7 @@ class RolloutLabApp(App):
         cursor = Cursor(self.cursor.step, self.cursor.group_pos, self.cursor.traj_pos)
         if cursor.step is None or self.run_id is None:
             return
-        with self._view_reader as reader:
+        with self.view_reader as reader:
             view = self._read_view(reader, self.run_id, cursor, group_id, traj_id,
                                    with_turns=self._advantages_open)
         if not get_current_worker().is_cancelled:
@@ -562,26 +562,13 @@ class RolloutLabApp(App):
         self.send("set_rewards", {"source": source, "weights": weights})
 
     def recent_groups(self, k: int) -> list[dict]:
-        """The last ``k`` groups of the run for the reward editor's preview.
-
-        Returns ``[{"trajectories": [{"example", "completion", "reward"}]}]``,
-        newest group first, where ``example`` is the scenario's example with
-        the group's ``example_id`` (see :class:`tui.examples.ExampleIndex`).
-        Runs queries: call it off the UI thread.
-        """
-        run_id, out = self.run_id, []
-        if run_id is None:
-            return out
-        scenario = (self.run_row or {}).get("scenario", "")
-        with self._view_reader as reader:
-            for step in reversed(reader.steps(run_id)):
-                for light in reversed(reader.groups_of_step(run_id, step)):
-                    group = reader.group(light["id"])
-                    example = self.examples.example(scenario, group)
-                    out.append(stored_group(reader, group, example))
-                    if len(out) >= k:
-                        return out
-        return out
+        """The last ``k`` groups of the run for the reward editor's preview
+        (:func:`engine.rewards.submit.recent_groups`, with the app's example
+        index); ``[]`` before a run is known. Runs queries: call it off the UI thread."""
+        if self.run_id is None:
+            return []
+        with self.view_reader as reader:
+            return recent_groups(reader, self.run_id, k, self.examples)
 
     # ---- helpers for screens ---------------------------------------------------------
 

@@ -166,7 +166,7 @@ class GroupScreen(NavScreen):
         from rlab.engine.rewards.env_reward import stored_group
 
         example = self.app.examples.example(scenario, group)
-        with self.app._view_reader as reader:  # the group's trajectories are in idx order, as trajs
+        with self.app.view_reader as reader:  # the group's trajectories are in idx order, as trajs
             groups = [stored_group(reader, group, example)]
         try:
             report = dry_run(old["source"], new["source"], groups)

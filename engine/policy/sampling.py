@@ -207,7 +207,11 @@ def sample(model, prompt_ids: list[list[int]], *, max_new_tokens: int, temperatu
     alive = torch.arange(len(rows), device=device)  # original row of each batch row
     tokens: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]
-    context = lambda row: list(prompt_ids[row]) + tokens[row][:-1]  # noqa: E731  (what a row's KV holds)
+
+    def context(row: int) -> list[int]:
+        """The tokens whose KV a row's cache holds: its prompt and all its samples but the last."""
+        return list(prompt_ids[row]) + tokens[row][:-1]
+
     for step in range(max_new_tokens):
         token, logprob = _pick(logits, temperature)
         for row, tok, lp in zip(alive.tolist(), token.tolist(), logprob.tolist()):
@@ -217,7 +221,7 @@ def sample(model, prompt_ids: list[list[int]], *, max_new_tokens: int, temperatu
         last = step == max_new_tokens - 1 or not bool(running.any())
         if cache is not None:
             ended = (~running).nonzero().squeeze(1).tolist() if not last else list(range(len(alive)))
-            _keep_rows(cache, kv, mask, ended, [context(alive[i].item()) for i in ended])
+            _keep_rows(cache, kv, mask, ended, [context(int(alive[i])) for i in ended])
         if last:
             break
         if not bool(running.all()):

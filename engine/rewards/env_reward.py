@@ -30,7 +30,6 @@ def env_reward(example: dict[str, Any], completion: list[dict[str, Any]]) -> dic
     return {"reward": sum(steps), "step_rewards": steps, "details": {"turns": len(steps)}}
 
 
-
 def stored_group(reader: StoreReader, group: GroupRow, example: dict[str, Any]) -> dict[str, Any]:
     """A stored group as a re-scoring takes it (``engine.rewards.check``):
     ``{"trajectories": [{"example", "completion", "reward"}]}``, with what the

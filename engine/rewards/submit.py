@@ -12,7 +12,6 @@ rejected edit raises :class:`EditRejected` with the reason.
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from rlab.engine.rewards.check import DEFAULT_TIMEOUT_S, check_edit
 from rlab.engine.rewards.compare import DryRunReport
 from rlab.engine.rewards.edit import CHECK_GROUPS, EditRejected
 from rlab.engine.rewards.env_reward import stored_group
-from rlab.scenarios import UnknownScenarioError, get_scenario
+from rlab.engine.rewards.examples import ExampleIndex
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
@@ -46,36 +45,30 @@ class Submitted:
     version: int | None = None
 
 
-def recent_groups(reader: StoreReader, run_id: int, k: int) -> list[dict[str, Any]]:
+def recent_groups(reader: StoreReader, run_id: int, k: int,
+                  examples: ExampleIndex | None = None) -> list[dict[str, Any]]:
     """The run's last ``k`` groups, newest first, as ``check_edit`` takes them:
-    ``[{"trajectories": [{"example", "completion", "reward"}]}]`` (the editor's input,
-    tui.app.recent_groups, with the same example look-up)."""
-    out: list[dict[str, Any]] = []
+    ``[{"trajectories": [{"example", "completion", "reward"}]}]`` (see
+    :func:`engine.rewards.env_reward.stored_group`), each example looked up
+    in ``examples`` (a new index when None; the TUI passes its own, built once).
+
+    Raises:
+        KeyError: no run ``run_id`` in the file.
+    """
     run = reader.run(run_id)
     if run is None:
         raise KeyError(f"no run with id {run_id} in {reader.path}")
-    by_id = functools.cache(lambda: _examples_by_id(run["scenario"]))
+    examples = examples or ExampleIndex()
+    out: list[dict[str, Any]] = []
     for step in reversed(reader.steps(run_id)):
         for light in reversed(reader.groups_of_step(run_id, step)):
             group = reader.group(light["id"])
             if group is None:
                 continue
-            example = group.get("example") or by_id().get(str(group["example_id"])) or {
-                "id": group["example_id"], "prompt": group["prompt"]}
-            out.append(stored_group(reader, group, example))
+            out.append(stored_group(reader, group, examples.example(run["scenario"], group)))
             if len(out) >= k:
                 return out
     return out
-
-
-def _examples_by_id(scenario: str) -> dict[str, dict]:
-    """Run files before schema v5 keep only the example's id: look it up in the scenario."""
-    try:
-        sc = get_scenario(scenario)
-    except UnknownScenarioError:
-        return {}
-    # Ids do not depend on the seed (it only shuffles), so seed 0 finds them all.
-    return {str(ex["id"]): ex for ex in [*sc.train_examples(0), *sc.eval_examples()]}
 
 
 def dry_run_text(report: DryRunReport | None, groups: list[dict[str, Any]], width: int = 40) -> str:

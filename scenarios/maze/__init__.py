@@ -88,4 +88,3 @@ class Maze:
 
 
 SCENARIO = Maze()
-STARTS = SMALL.starts

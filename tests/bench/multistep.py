@@ -229,7 +229,7 @@ def late_walks(reader: StoreReader, run_id: int, last_step: int, tail: int) -> d
     """The sampled walks of the last ``tail`` steps: success rate, and of the
     walks that reached the goal the mean moves beyond the shortest walk and
     the share that were shortest (the maze rubric's ``excess_moves``)."""
-    reached, excess = 0, []
+    excess: list[int] = []
     walks = 0
     for step in range(last_step - tail + 1, last_step + 1):
         for row in reader.groups_of_step(run_id, step):
@@ -239,9 +239,8 @@ def late_walks(reader: StoreReader, run_id: int, last_step: int, tail: int) -> d
                 walks += 1
                 details = trajectory["details"].get("reached", {})
                 if "excess_moves" in details:
-                    reached += 1
                     excess.append(details["excess_moves"])
-    return {"steps": tail, "walks": walks, "success": round(reached / walks, 3) if walks else None,
+    return {"steps": tail, "walks": walks, "success": round(len(excess) / walks, 3) if walks else None,
             "excess_moves_mean": _mean(excess),
             "shortest_share": round(sum(e == 0 for e in excess) / len(excess), 3) if excess else None}
 

@@ -1,7 +1,7 @@
-"""The dataset examples behind stored groups, for re-scoring in the TUI.
+"""The dataset examples behind stored groups, for re-scoring them.
 
-Re-scoring a stored group (the reward editor's dry run, the group view's
-two-version ranking) needs the whole example (the answer a reward function
+Re-scoring a stored group (the reward editor's dry run, ``rlab reward``,
+the group view's two-version ranking) needs the whole example (the answer a reward function
 checks against). Run files since schema v5 keep it with the group; for older
 files it is looked up by id in the run's scenario.
 """
@@ -9,6 +9,8 @@ files it is looked up by id in the run's scenario.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 from rlab.scenarios import UnknownScenarioError, get_scenario
 
@@ -24,7 +26,7 @@ class ExampleIndex:
         self._by_scenario: dict[str, dict[str, dict]] = {}
         self._lock = threading.Lock()
 
-    def example(self, scenario: str, group: dict) -> dict:
+    def example(self, scenario: str, group: Mapping[str, Any]) -> dict:
         """The group's stored example, else the scenario's example with the
         group's ``example_id``; ``{"id", "prompt"}`` when neither is there
         (then reward functions that need more fields report an error in
