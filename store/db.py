@@ -172,7 +172,7 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
         db.execute("PRAGMA foreign_keys = ON")
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             with db.ensure_autocommit_on():
-                db.execute("PRAGMA journal_mode = WAL")
+                _switch_to_wal(db)
         db.execute("PRAGMA synchronous = NORMAL")
         migrate(db)
         mark_crashed_runs(db)
@@ -183,6 +183,25 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
         db.close()
         raise run_file_error(path, err) from None
     return db
+
+
+def _switch_to_wal(db: sqlite_utils.Database) -> None:
+    """Set WAL journaling, waiting up to ``BUSY_TIMEOUT_S`` for other openers.
+
+    SQLite answers ``journal_mode = WAL`` with "database is locked" at once,
+    without calling the busy handler, while another connection holds a lock
+    on a new file: two runs started together on one new run file (the
+    curves bench, or two terminals) would otherwise lose one of them.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def schema_version(db: sqlite_utils.Database) -> int:
