@@ -74,7 +74,7 @@ def test_size_one_anchors_give_zero_step_advantage(mode):
     res = gigpo([[1.0, 0.0], [0.0, 3.0]], [["p", "q"], ["r", "s"]], mode=mode)
     assert np.all(res.anchor_size_flat == 1)
     assert np.all(res.step_flat == 0.0)
-    np.testing.assert_array_equal(res.combined_flat, res.grpo_flat)
+    np.testing.assert_array_equal(res.combined_flat, res.episode_turns_flat)
 
 
 def test_single_episode_group_has_zero_episode_advantage_but_uses_revisits():
@@ -90,11 +90,11 @@ def test_episode_rewards_replace_the_summed_returns():
     assert_episodes(res.step, gigpo(REWARDS, KEYS, gamma=1.0).step)  # A^S still from step rewards
 
 
-def test_grpo_baseline_spreads_episode_advantage_over_turns():
+def test_episode_turns_spread_the_episode_advantage_over_turns():
     res = gigpo(REWARDS, KEYS, gamma=1.0)
-    assert_episodes(res.grpo, [[1 / 3] * 3, [1 / 3] * 2, [-2 / 3] * 4])
+    assert_episodes(res.episode_turns, [[1 / 3] * 3, [1 / 3] * 2, [-2 / 3] * 4])
     no_step = gigpo(REWARDS, KEYS, gamma=1.0, omega=0.0)
-    np.testing.assert_array_equal(no_step.combined_flat, res.grpo_flat)
+    np.testing.assert_array_equal(no_step.combined_flat, res.episode_turns_flat)
 
 
 def test_anchor_keys_are_exact_not_hash_equal():

@@ -21,7 +21,7 @@ from rlab.engine.rewards.scoring import score
 from rlab.engine.rollout.batch import episode_samples, to_batch, train_samples
 from rlab.engine.rollout.episodes import run_group
 from rlab.engine.rollout.play import Rollout
-from rlab.engine.train.advantages import rollout_advantages
+from rlab.engine.train.advantages import grpo, rollout_advantages
 from rlab.engine.train.trainer import TrainConfig, Trainer, _collate
 from rlab.engine.types import Rollouts
 from rlab.scenarios.number_guess import SCENARIO as GUESS
@@ -115,7 +115,27 @@ def test_the_judge_ranks_whole_episodes_and_its_scores_train():
     assert scored.rewards.tolist() == [[0.0, 0.5, 1.0]]
     advantages = rollout_advantages(rollouts, scored.rewards, scored.judge_failed, method="grpo",
                                     turn_rewards=scored.turn_rewards)
-    assert [a[0] for a in advantages.per_turn] == pytest.approx([-0.5, 0.0, 0.5])  # A^E from the judge
+    # GRPO's advantage of the judge's scores (std 0.5) on every turn
+    assert [a[0] for a in advantages.per_turn] == pytest.approx([-1.0, 0.0, 1.0], abs=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
+def test_multi_step_grpo_is_grpo_of_the_episode_rewards_on_every_turn(mode):
+    # GiGPO's normalisation mode is GiGPO's: the GRPO baseline divides by the std
+    # (Shao et al. 2024), Dr. GRPO only centres, whatever --gigpo-mode says.
+    rollouts = guess_rollouts(mixed_policy(3))
+    scored = score(rollouts, load_rubric(GUESS.reward_file))
+    assert scored.rewards.std(axis=1).min() > 0  # every group has spread
+    for method, expected in (("grpo", grpo(scored.rewards)), ("dr_grpo", grpo(scored.rewards, scale="none"))):
+        advantages = rollout_advantages(rollouts, scored.rewards, np.zeros(3, bool), method=method,
+                                        turn_rewards=scored.turn_rewards, mode=mode)
+        for a, e, t in zip(advantages.per_turn, expected.reshape(-1), rollouts.trajectories()):
+            assert a.tolist() == pytest.approx([e] * len(t.turns))
+        assert advantages.per_trajectory == pytest.approx(expected.reshape(-1))
+    gigpo_run = rollout_advantages(rollouts, scored.rewards, np.zeros(3, bool), method="gigpo",
+                                   turn_rewards=scored.turn_rewards, omega=0.0)
+    dr_grpo = grpo(scored.rewards, scale="none").reshape(-1)
+    assert [a[0] for a in gigpo_run.per_turn] == pytest.approx(dr_grpo)  # mean_norm GiGPO at omega 0
 
 
 def test_the_system_prompt_opens_every_episode_the_model_sees():

@@ -15,9 +15,10 @@ Multi-step (N episodes of T_i turns from one initial state):
 - :func:`gigpo` for one group and :func:`gigpo_batch` for many groups at
   once over flat arrays; both run the same vectorised core (GiGPO, Feng et
   al. 2025, arXiv 2505.10978, section 4: episode- and step-level relative
-  advantages). The result also carries the GRPO baseline for multi-step runs
-  (A^E spread over every turn), so the two can be compared on the same
-  episodes.
+  advantages). The result also carries A^E spread over every turn (GiGPO
+  with omega = 0), so the step-level term can be told apart on the same
+  episodes. The GRPO baseline of multi-step runs is :func:`grpo` of the
+  episode rewards on every turn (:func:`rollout_advantages`).
 """
 
 from __future__ import annotations
@@ -172,8 +173,8 @@ class GiGPOResult:
         returns_flat: (M,), discounted return R_t = r_t + gamma R_{t+1}.
         step_flat: (M,), step-level advantage A^S.
         combined_flat: (M,), A^E + omega A^S: the advantage GiGPO trains with.
-        grpo_flat: (M,), A^E repeated over the episode's turns: the GRPO
-            baseline for multi-step runs (same as omega = 0).
+        episode_turns_flat: (M,), A^E repeated over the episode's turns
+            (GiGPO with omega = 0: its episode-level part alone).
         anchor_flat: int64 (M,), anchor-group id: 0..K_g-1 within each group,
             numbered in order of first appearance (episode 0's turns first),
             equal exactly for equal state keys of the same group.
@@ -187,7 +188,7 @@ class GiGPOResult:
     returns_flat: np.ndarray
     step_flat: np.ndarray
     combined_flat: np.ndarray
-    grpo_flat: np.ndarray
+    episode_turns_flat: np.ndarray
     anchor_flat: np.ndarray
     anchor_size_flat: np.ndarray
 
@@ -210,9 +211,9 @@ class GiGPOResult:
         return self._per_episode(self.combined_flat)
 
     @cached_property
-    def grpo(self) -> list[np.ndarray]:
-        """Per episode, the (T_i,) GRPO baseline advantages (A^E on every turn)."""
-        return self._per_episode(self.grpo_flat)
+    def episode_turns(self) -> list[np.ndarray]:
+        """Per episode, the (T_i,) A^E on every turn (GiGPO with omega = 0)."""
+        return self._per_episode(self.episode_turns_flat)
 
     @cached_property
     def anchor(self) -> list[np.ndarray]:
@@ -357,7 +358,7 @@ def gigpo_batch(
     anchor_global, anchor_local = _anchor_ids(state_keys, group_bounds)
     adv_step, anchor_counts = _normalise(returns, anchor_global, mode, eps)
 
-    grpo_per_turn = adv_episode[episode_of_turn]
+    episode_per_turn = adv_episode[episode_of_turn]
     return GiGPOResult(
         offsets=offsets,
         group=group,
@@ -365,8 +366,8 @@ def gigpo_batch(
         episode=adv_episode,
         returns_flat=returns,
         step_flat=adv_step,
-        combined_flat=grpo_per_turn + omega * adv_step,
-        grpo_flat=grpo_per_turn,
+        combined_flat=episode_per_turn + omega * adv_step,
+        episode_turns_flat=episode_per_turn,
         anchor_flat=anchor_local,
         anchor_size_flat=anchor_counts[anchor_global],
     )
@@ -541,10 +542,13 @@ def rollout_advantages(rollouts: Rollouts, rewards: np.ndarray, skip: np.ndarray
 
     Single-turn: :func:`group_relative` on the (P, G) ``rewards``. Multi-step:
     GiGPO (``method == "gigpo"``: A^E + omega * A^S per turn, Feng et al.
-    2025, arXiv 2505.10978, eq. 7) or its GRPO baseline (A^E on every turn),
-    with the episode return R_i = ``rewards`` (the rubric's episode reward)
-    and step returns from ``turn_rewards`` (per trajectory, (T_i,) float64
-    summing to its reward; ``engine.rewards.turns``). Groups flagged in
+    2025, arXiv 2505.10978, eq. 7, normalised by ``mode``), with the episode
+    return R_i = ``rewards`` (the rubric's episode reward) and step returns
+    from ``turn_rewards`` (per trajectory, (T_i,) float64 summing to its
+    reward; ``engine.rewards.turns``); any other ``method`` puts its
+    single-turn advantage of the episode reward (:func:`group_relative`:
+    GRPO divides by the group's std whatever ``mode`` says) on every turn of
+    the episode, as the paper's GRPO baseline does. Groups flagged in
     ``skip`` ((P,) bool: a failed judge call, a reward error) get advantage
     0 on every turn, so the update skips them instead of guessing.
 
@@ -556,10 +560,15 @@ def rollout_advantages(rollouts: Rollouts, rewards: np.ndarray, skip: np.ndarray
             raise ValueError("rollout_advantages: multi-step rollouts need turn_rewards (Scored.turn_rewards)")
         result = batch_advantages(rollouts.groups, turn_rewards, gamma=gamma, omega=omega, mode=mode,
                                   episode_rewards=rewards.reshape(-1))
-        per_turn = list(result.combined if method == "gigpo" else result.grpo)
+        if method == "gigpo":
+            per_turn, per_episode = list(result.combined), result.episode
+        else:
+            per_episode = group_relative(rewards, method).reshape(-1)
+            lengths = np.diff(result.offsets)
+            per_turn = np.split(np.repeat(per_episode, lengths), result.offsets[1:-1])
         skipped = np.repeat(skip, rollouts.group_size)
         per_turn = [np.zeros_like(a) if s else a for a, s in zip(per_turn, skipped)]
-        return RolloutAdvantages(rewards, per_turn, np.where(skipped, 0.0, result.episode), result)
+        return RolloutAdvantages(rewards, per_turn, np.where(skipped, 0.0, per_episode), result)
     advantages = group_relative(rewards, method)
     advantages[skip] = 0.0
     flat = advantages.reshape(-1)
