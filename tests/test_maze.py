@@ -9,7 +9,8 @@ from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.episodes import run_group
 from rlab.engine.train.advantages import gigpo_group
 from rlab.scenarios import get_scenario
-from rlab.scenarios.imitation import EOS_TEXT
+from rlab.engine.policy.tiny import build_config, build_tokenizer, context_tokens, model_key
+from rlab.scenarios.imitation import EOS_TEXT, imitation_pairs
 from rlab.scenarios.maze import SCENARIO
 from rlab.scenarios.maze.env import SMALL
 
@@ -121,3 +122,35 @@ def test_the_tight_maze_allows_each_walk_two_moves_beyond_the_shortest():
     env.reset(example)
     answers = [env.step(wall)[0][0]["content"] for _ in range(3)]
     assert answers == [f"bump {example['start'][0]}{example['start'][1]}?"] * 2 + ["lost"]
+
+
+def test_the_loose_maze_pays_every_walk_that_arrives_and_only_gigpo_ranks_a_bump():
+    loose = get_scenario("maze_loose")
+    assert loose.grid is SMALL and {loose.make_env(ex).max_turns for ex in loose.eval_examples()} == {26}
+    # The longest episode (26 bumps) fits the loose maze's tiny policy, not the default one.
+    corner = {"id": "c", "start": [0, 0]}
+    pairs = imitation_pairs(loose.make_env, [corner], lambda env: "u", loose.system_prompt)
+    assert len(pairs) == 26
+    tokens = build_tokenizer()(pairs[-1][0])["input_ids"]
+    needed = len(tokens) + loose.run_defaults["max_new_tokens"]
+    assert build_config(1).max_position_embeddings < needed <= build_config(1, context_tokens(loose)).max_position_embeddings
+    key = model_key("maze_loose", 0, None, 150, loose.system_prompt)  # a default context keeps its old key
+    assert key == model_key("maze_loose", 0, None, 150, loose.system_prompt, 256) != model_key(
+        "maze_loose", 0, None, 150, loose.system_prompt, context_tokens(loose))
+    # Two walks that both arrive: GRPO's episode advantage is 0 for both, but in
+    # the start cell GiGPO ranks the progress move above the bump that wasted a move.
+    def toward_goal(conversation):
+        cell = cell_of(conversation)
+        return next(m for m in legal_moves(cell) if SMALL.distance[SMALL.step(cell, m)] < SMALL.distance[cell])
+
+    def bump_once(conversation):
+        return "u" if "bump" not in conversation else toward_goal(conversation)
+
+    episodes = [run_group(ScriptedPolicy(act), loose.make_env, corner, 1, max_turns=26, max_new_tokens=2,
+                          temperature=1.0, system_prompt=loose.system_prompt)[0] for act in (toward_goal, bump_once)]
+    assert [ep.total_reward for ep in episodes] == [1.0, 1.0]
+    assert [len(ep.turns) for ep in episodes] == [8, 9]
+    result = gigpo_group(episodes)
+    assert list(result.episode) == [0.0, 0.0] and not result.episode_turns_flat.any()
+    direct, bumped = result.step
+    assert direct[0] > 0 > bumped[0]  # both acted in cell 00; the bump's return is a move further off

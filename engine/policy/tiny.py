@@ -25,6 +25,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 import torch
@@ -78,8 +79,13 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def build_config(vocab_size: int) -> LlamaConfig:
-    """The tiny Llama config: 3 layers, width 128, 4 heads, 256-token context (0.5 M parameters)."""
+CONTEXT_TOKENS = 256
+"""The tiny policy's context (tokens) unless a scenario asks for more (``tiny_context_tokens``)."""
+
+
+def build_config(vocab_size: int, context_tokens: int = CONTEXT_TOKENS) -> LlamaConfig:
+    """The tiny Llama config: 3 layers, width 128, 4 heads, a ``context_tokens``
+    context (rotary positions; 0.5 M parameters whatever the context)."""
     return LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=128,
@@ -87,7 +93,7 @@ def build_config(vocab_size: int) -> LlamaConfig:
         num_hidden_layers=3,
         num_attention_heads=4,
         num_key_value_heads=4,
-        max_position_embeddings=256,
+        max_position_embeddings=context_tokens,
         tie_word_embeddings=True,
         pad_token_id=0,
         bos_token_id=1,
@@ -95,11 +101,21 @@ def build_config(vocab_size: int) -> LlamaConfig:
     )
 
 
+def context_tokens(scenario: Any) -> int:
+    """The context (tokens) of ``scenario``'s tiny policy: its ``tiny_context_tokens``
+    (a scenario whose longest episode needs more room), else :data:`CONTEXT_TOKENS`."""
+    return int(getattr(scenario, "tiny_context_tokens", None) or CONTEXT_TOKENS)
+
+
 def model_key(scenario_name: str, seed: int, target: float | None, max_steps: int,
-              system_prompt: str | None = None) -> str:
+              system_prompt: str | None = None, context_tokens: int = CONTEXT_TOKENS) -> str:
     """Cache key of a built model: scenario, seed, warm-start settings and recipe version,
-    plus the system prompt where the warm start trains on it (multi-step scenarios)."""
+    plus the system prompt where the warm start trains on it (multi-step scenarios)
+    and a context other than :data:`CONTEXT_TOKENS` (keys of the default context
+    stay as they were)."""
     parts: list = [scenario_name, seed, target, max_steps, RECIPE_VERSION]
+    if context_tokens != CONTEXT_TOKENS:
+        parts.append(context_tokens)
     raw = json.dumps(parts if system_prompt is None else parts + [system_prompt])
     return f"{scenario_name}-s{seed}-{hashlib.sha256(raw.encode()).hexdigest()[:10]}"
 
@@ -145,7 +161,8 @@ def ensure_tiny_model(scenario, *, seed: int = 0) -> Path:
     # Multi-step warm starts see the run's system prompt in every context
     # (scenarios.imitation), so a changed prompt needs a new build.
     prompt = scenario.system_prompt if scenario.multi_step else None
-    path = cache_root() / "models" / model_key(scenario.name, seed, target, max_steps, prompt)
+    path = cache_root() / "models" / model_key(scenario.name, seed, target, max_steps, prompt,
+                                               context_tokens(scenario))
     if (path / "config.json").is_file():
         return path
     policy = warm_start(scenario, seed=seed, target=target, max_steps=max_steps).policy
@@ -212,7 +229,7 @@ def warm_start(scenario, *, seed: int, target: float | None, max_steps: int = 40
     """
     torch.manual_seed(seed)
     tokenizer = build_tokenizer()
-    model = LlamaForCausalLM(build_config(len(tokenizer)))
+    model = LlamaForCausalLM(build_config(len(tokenizer), context_tokens(scenario)))
     policy = Policy(model, tokenizer, "cpu")
     pairs = scenario.sft_pairs(seed)
     probe = scenario.train_examples(seed)[:PROBE_SIZE]

@@ -53,6 +53,9 @@ class Maze:
     reward_file: Path = Path(__file__).with_name("rewards.py")
     judge_rubric: str | None = None
     max_turns: int = 10
+    # The tiny policy's context in tokens; None: its default, 256, which holds
+    # 21 turns after the system prompt (a turn is up to 10 tokens).
+    tiny_context_tokens: int | None = None
     # None: every walk may take max_turns moves; k: a walk from a start at
     # distance d may take min(d + k, max_turns), so detours fail.
     slack: int | None = None

@@ -213,11 +213,15 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     reader = StoreReader(db)
     rows = reader.step_metrics(summary["run_id"])
+    curve = [[r["step"], r["eval/pass_at_1"]] for r in rows if r.get("eval/pass_at_1") is not None]
     return {
         "name": name, "method": method, "seed": seed, "wall_seconds": round(time.perf_counter() - t0, 1),
         "train_seconds": summary["seconds"], "steps": summary["steps"],
         "success_initial": summary["eval_pass_at_1_initial"], "success_final": summary["eval_pass_at_1_final"],
-        "eval_curve": [[r["step"], r["eval/pass_at_1"]] for r in rows if r.get("eval/pass_at_1") is not None],
+        "eval_curve": curve,
+        "first_step_all_solved": next((step for step, success in curve if success == 1.0), None),
+        # the area under the held-out curve: how much of the run the policy was good, not its last eval only
+        "success_mean_over_evals": _mean([success for _, success in curve[1:]]),
         "sampled_success": [round(r["episodes/success"], 3) for r in rows if "episodes/success" in r],
         "anchor_shared_frac_mean": _mean([r["gigpo/anchor_shared_frac"] for r in rows
                                           if "gigpo/anchor_shared_frac" in r]),
@@ -269,7 +273,9 @@ def curves(args: argparse.Namespace) -> dict:
         mine = [r for r in runs if r["method"] == method]
         finals = [r["success_final"] for r in mine if r["success_final"] is not None]
         shortest = [r["late_walks"]["shortest_share"] for r in mine if r["late_walks"]["shortest_share"] is not None]
+        over_evals = [r["success_mean_over_evals"] for r in mine if r["success_mean_over_evals"] is not None]
         methods[method] = {"final_success": _spread(finals) if finals else None,
+                           "success_mean_over_evals": _spread(over_evals) if over_evals else None,
                            "late_shortest_share": _spread(shortest) if shortest else None,
                            "initial_success": mine[0]["success_initial"] if mine else None, "runs": mine}
     return {"bench": "multistep-curves", "scenario": args.scenario, "seeds": args.seeds,
@@ -302,7 +308,8 @@ def main() -> None:
     learn.add_argument("--warmup", type=int, default=2, help="learning-rate warm-up steps")
     learn.add_argument("--tail", type=int, default=40,
                        help="the last steps whose sampled walks late_walks summarises")
-    learn.add_argument("--methods", nargs="+", default=["gigpo", "grpo"], choices=["gigpo", "grpo"])
+    learn.add_argument("--methods", nargs="+", default=["gigpo", "grpo"], choices=["gigpo", "grpo", "dr_grpo"],
+                       help="dr_grpo: the episode advantage without the std, which is GiGPO at omega 0")
     learn.add_argument("--gigpo-mode", default="mean_norm", choices=["mean_norm", "mean_std_norm"],
                        help="GiGPO's normalisation (GRPO always divides by the group's std)")
     learn.add_argument("--max-seconds", type=float, default=600,
