@@ -18,6 +18,11 @@ GOAL, STARTS, legal_moves = SMALL.goal, SMALL.starts, SMALL.legal_moves
 
 
 
+def downhill(grid, cell):
+    """The move from ``cell`` one step nearer the goal (down the BFS distance)."""
+    return next(m for m in grid.legal_moves(cell) if grid.distance[grid.step(cell, m)] < grid.distance[cell])
+
+
 def cell_of(conversation):
     row, col = re.findall(r"(?:at|bump) (\d)(\d)\?", conversation)[-1]
     return int(row), int(col)
@@ -91,7 +96,7 @@ def test_the_rubric_counts_the_moves_a_reached_walk_took_beyond_the_shortest():
     assert example["shortest"] == grid.distance[tuple(example["start"])] == 14
     cell, shortest = tuple(example["start"]), []
     while cell != grid.goal:  # walk downhill on the BFS distance
-        move = next(m for m in grid.legal_moves(cell) if grid.distance[grid.step(cell, m)] < grid.distance[cell])
+        move = downhill(grid, cell)
         shortest.append(move)
         cell = grid.step(cell, move)
     wall = next(m for m in "udlr" if m not in grid.legal_moves(tuple(example["start"])))
@@ -105,7 +110,7 @@ def test_the_rubric_counts_the_moves_a_reached_walk_took_beyond_the_shortest():
     near = min(large.eval_examples(), key=lambda ex: ex["shortest"])
     start = tuple(near["start"])
     wall = next(m for m in "udlr" if m not in grid.legal_moves(start))
-    step = next(m for m in grid.legal_moves(start) if grid.distance[grid.step(start, m)] < grid.distance[start])
+    step = downhill(grid, start)
     detour = rubric.score_group([near], [_walk(near, [wall, wall, step])])[0]
     assert detour.reward == 1.0 and detour.details["reached"]["excess_moves"] == 2
 
@@ -140,8 +145,7 @@ def test_the_loose_maze_pays_every_walk_that_arrives_and_only_gigpo_ranks_a_bump
     # Two walks that both arrive: GRPO's episode advantage is 0 for both, but in
     # the start cell GiGPO ranks the progress move above the bump that wasted a move.
     def toward_goal(conversation):
-        cell = cell_of(conversation)
-        return next(m for m in legal_moves(cell) if SMALL.distance[SMALL.step(cell, m)] < SMALL.distance[cell])
+        return downhill(SMALL, cell_of(conversation))
 
     def bump_once(conversation):
         return "u" if "bump" not in conversation else toward_goal(conversation)
