@@ -259,9 +259,13 @@ def _mean(values: list[float]) -> float | None:
     return round(statistics.mean(values), 3) if values else None
 
 
-def _spread(values: list[float]) -> dict:
-    return {"mean": round(statistics.mean(values), 3), "min": min(values), "max": max(values),
-            "std": round(statistics.stdev(values), 3) if len(values) > 1 else 0.0}
+def _spread(values: list[float | None]) -> dict | None:
+    """Mean, min, max and std over the runs that have the figure; None when none has it."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return {"mean": round(statistics.mean(present), 3), "min": min(present), "max": max(present),
+            "std": round(statistics.stdev(present), 3) if len(present) > 1 else 0.0}
 
 
 def curves(args: argparse.Namespace) -> dict:
@@ -277,12 +281,9 @@ def curves(args: argparse.Namespace) -> dict:
     methods = {}
     for method in args.methods:
         mine = [r for r in runs if r["method"] == method]
-        finals = [r["success_final"] for r in mine if r["success_final"] is not None]
-        shortest = [r["late_walks"]["shortest_share"] for r in mine if r["late_walks"]["shortest_share"] is not None]
-        over_evals = [r["success_mean_over_evals"] for r in mine if r["success_mean_over_evals"] is not None]
-        methods[method] = {"final_success": _spread(finals) if finals else None,
-                           "success_mean_over_evals": _spread(over_evals) if over_evals else None,
-                           "late_shortest_share": _spread(shortest) if shortest else None,
+        methods[method] = {"final_success": _spread([r["success_final"] for r in mine]),
+                           "success_mean_over_evals": _spread([r["success_mean_over_evals"] for r in mine]),
+                           "late_shortest_share": _spread([r["late_walks"]["shortest_share"] for r in mine]),
                            "initial_success": mine[0]["success_initial"] if mine else None, "runs": mine}
     return {"bench": "multistep-curves", "scenario": args.scenario, "seeds": args.seeds,
             "max_steps": args.max_steps, "eval_every": args.eval_every, "prompts_per_step": args.prompts_per_step,
