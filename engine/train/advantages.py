@@ -564,8 +564,7 @@ def rollout_advantages(rollouts: Rollouts, rewards: np.ndarray, skip: np.ndarray
             per_turn, per_episode = list(result.combined), result.episode
         else:
             per_episode = group_relative(rewards, method).reshape(-1)
-            lengths = np.diff(result.offsets)
-            per_turn = np.split(np.repeat(per_episode, lengths), result.offsets[1:-1])
+            per_turn = [np.full(n, a) for n, a in zip(np.diff(result.offsets), per_episode)]
         skipped = np.repeat(skip, rollouts.group_size)
         per_turn = [np.zeros_like(a) if s else a for a, s in zip(per_turn, skipped)]
         return RolloutAdvantages(rewards, per_turn, np.where(skipped, 0.0, per_episode), result)
