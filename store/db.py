@@ -199,7 +199,7 @@ def _switch_to_wal(db: sqlite_utils.Database) -> None:
             db.execute("PRAGMA journal_mode = WAL")
             return
         except sqlite3.OperationalError as err:
-            if "locked" not in str(err) or time.monotonic() > deadline:
+            if err.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
 
