@@ -10,14 +10,18 @@ by GRPO (Shao et al. 2024, arXiv 2402.03300, eq. 3):
 with the k3 estimator of KL(pi || pi_ref) (Schulman 2020, "Approximating KL
 divergence"): k3 = exp(logp_ref - logp) - (logp_ref - logp) - 1. The mean is
 over all trained tokens of the batch (token-level normalisation, as DAPO,
-arXiv 2503.14476, section 3.3, and TRL's ``loss_type="dapo"``).
+arXiv 2503.14476, section 3.3).
 
 Tokens whose advantage is exactly 0 carry no policy-gradient signal; when
 ``beta`` is 0 they are left out of the token mean (and samples with no
 other token out of the forward/backward pass entirely: they would add
 nothing but cost). So an episode trained as one sequence (its turns' tokens
 masked in, observations masked out, each turn with its own advantage) gives
-the same per-token loss and the same mean as one sample per turn.
+the same per-token loss and the same mean as one sample per turn. This is
+DAPO's mean over the groups its dynamic sampling keeps (section 3.2, groups
+with reward spread), not TRL's ``loss_type="dapo"``, whose denominator
+counts every completion token of the batch: here a step in which one group
+of eight has spread updates as strongly as one in which all eight have it.
 """
 
 from __future__ import annotations

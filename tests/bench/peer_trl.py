@@ -7,7 +7,10 @@ Both start from the shipped tiny policy (engine/policy/embedded/) and train
 on the arithmetic train split with the same group size (8), prompts per step
 (32, so 256 rollouts per step), completion budget, temperature, learning
 rate, updates per batch (``num_iterations``), clip epsilon, KL weight (0),
-loss normalisation (token mean, TRL's ``dapo``) and std-scaled group
+loss normalisation (token mean, TRL's ``dapo``; one difference stays:
+rlab leaves the tokens of groups without reward spread out of the mean,
+TRL counts them, so on a step where few groups have spread rlab's update
+is the larger, see engine/train/trainer.py) and std-scaled group
 advantages; TRL's gradient checkpointing is switched off, as rlab's is by
 default; both warm the learning rate up over rlab's ``lr_warmup_steps``
 and decay it linearly (TRL to 0, rlab to ``lr_final_ratio``). Each trainer
