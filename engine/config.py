@@ -68,6 +68,11 @@ class RunConfig(BaseModel):
     clip_eps: float = Field(0.2, gt=0, description="PPO clip range epsilon")
     beta: float = Field(0.0, ge=0, description="KL penalty weight (k3 estimator; 0 = no reference model)")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping norm")
+    loss_tokens: Literal["with_signal", "all"] = Field(
+        "with_signal", description="the tokens the loss is averaged over: those with a nonzero advantage "
+        "(DAPO after its dynamic sampling, so a step where few groups have reward spread updates as much "
+        "as one where all do), or every trained token of the step, those of groups without spread "
+        "included (TRL's loss_type='dapo', verl's token-mean)")
 
     eval_every: int = Field(25, ge=1, description="K: held-out eval every K steps")
     eval_size: int | None = Field(None, ge=1, description="held-out examples per eval; None = all")

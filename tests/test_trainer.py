@@ -127,6 +127,30 @@ def test_advantage_sign_moves_the_completion_probability(policy):
     assert metrics["kl"] == 0.0 and metrics["grad_norm"] > 0 and metrics["entropy"] > 0
 
 
+def test_loss_tokens_all_counts_the_zero_advantage_tokens_as_trl_dapo_does(policy):
+    """With a group that has spread (3 tokens) and one without (5 tokens),
+    ``all`` divides the same token sum by 8 instead of 3: the loss and the
+    gradient are 3/8 of ``with_signal``'s, and entropy stays a mean over
+    the trained tokens."""
+    spread = [_sample(policy, "12+34=", "46", 1.0)]  # "46" + EOS: 3 tokens
+    flat = [_sample(policy, "7+8=", "15", 0.0), _sample(policy, "7+8=", "1", 0.0)]  # 3 + 2 tokens
+    start = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    runs = {}
+    for loss_tokens in ("with_signal", "all"):
+        policy.model.load_state_dict(start)
+        config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0, max_grad_norm=1e9,  # no clipping
+                             loss_tokens=loss_tokens)
+        metrics = Trainer(policy.model, policy.pad_id, config).update(spread + flat)
+        runs[loss_tokens] = metrics, [p.grad.clone() for p in policy.model.parameters()]
+    (signal, signal_grads), (every, every_grads) = runs["with_signal"], runs["all"]
+    assert every["loss"] == pytest.approx(signal["loss"] * 3 / 8, rel=1e-5)
+    assert every["grad_norm"] == pytest.approx(signal["grad_norm"] * 3 / 8, rel=1e-4)
+    assert every["entropy"] == pytest.approx(signal["entropy"], rel=1e-5)
+    assert every["trained_samples"] == signal["trained_samples"] == 1
+    for got, want in zip(every_grads, signal_grads):
+        assert torch.allclose(got, want * 3 / 8, rtol=1e-3, atol=1e-7)
+
+
 def test_zero_advantages_make_no_update(policy):
     before = [p.detach().clone() for p in policy.model.parameters()]
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig(num_iterations=2))

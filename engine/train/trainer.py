@@ -17,11 +17,14 @@ Tokens whose advantage is exactly 0 carry no policy-gradient signal; when
 other token out of the forward/backward pass entirely: they would add
 nothing but cost). So an episode trained as one sequence (its turns' tokens
 masked in, observations masked out, each turn with its own advantage) gives
-the same per-token loss and the same mean as one sample per turn. This is
+the same per-token loss and the same mean as one sample per turn. That is
 DAPO's mean over the groups its dynamic sampling keeps (section 3.2, groups
-with reward spread), not TRL's ``loss_type="dapo"``, whose denominator
-counts every completion token of the batch: here a step in which one group
-of eight has spread updates as strongly as one in which all eight have it.
+with reward spread): a step in which one group of eight has spread updates
+as strongly as one in which all eight have it. ``loss_tokens="all"``
+divides by every trained token of the step instead, zero-advantage ones
+included (TRL's ``loss_type="dapo"``, verl's ``token-mean``), so such a
+step updates an eighth as much; the zero-advantage samples still skip the
+forward pass, which their tokens would add nothing to.
 """
 
 from __future__ import annotations
@@ -91,7 +94,9 @@ class TrainConfig:
     weight (0 disables the reference model). max_grad_norm: gradient clipping
     (L2). temperature: the sampling temperature; log-probabilities are taken
     of logits / temperature so the ratio compares like with like (1.0 when
-    used on its own: the raw logits).
+    used on its own: the raw logits). loss_tokens: the loss's token mean
+    runs over the tokens with signal (``with_signal``) or over every
+    trained token (``all``); see the module docstring.
     """
 
     lr: float = _run_default("lr")
@@ -101,12 +106,14 @@ class TrainConfig:
     max_grad_norm: float = _run_default("max_grad_norm")
     temperature: float = 1.0
     weight_decay: float = 0.0
+    loss_tokens: str = str(_run_default("loss_tokens"))
 
     @classmethod
     def from_run(cls, config: RunConfig) -> TrainConfig:
         """The trainer settings of a run."""
         return cls(lr=config.lr, num_iterations=config.num_iterations, clip_eps=config.clip_eps,
-                   beta=config.beta, max_grad_norm=config.max_grad_norm, temperature=config.temperature)
+                   beta=config.beta, max_grad_norm=config.max_grad_norm, temperature=config.temperature,
+                   loss_tokens=config.loss_tokens)
 
 
 class Trainer:
@@ -167,11 +174,12 @@ class Trainer:
         chunks = [_collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0)
                   for part in micro_batches(active, vocab_size(self.model), LOGITS_BUDGET_BYTES)]
         n_tokens = sum(chunk["mask"].sum() for chunk in chunks)
+        loss_tokens = n_tokens if self.config.loss_tokens == "with_signal" else sum(sum(s.mask()) for s in samples)
         self.optimizer.zero_grad(set_to_none=True)
         totals = dict.fromkeys(("loss", "kl", "clip_ratio", "entropy"), 0.0)
         for chunk in chunks:
             sums = self._token_sums(chunk)
-            (sums["loss"] / n_tokens).backward()  # gradient accumulation: the mean over the whole batch
+            (sums["loss"] / loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
             for key in totals:
                 totals[key] += sums[key].item()
         grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -179,6 +187,7 @@ class Trainer:
         )
         self.optimizer.step()
         metrics = {key: value / float(n_tokens) for key, value in totals.items()}
+        metrics["loss"] = totals["loss"] / float(loss_tokens)
         return {**metrics, "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
                 "trained_samples": len(active)}
 

@@ -5,7 +5,8 @@ and GiGPO vs GRPO learning curves. Both print JSON.
                                           [--prompts-per-step 8]
     python tests/bench/multistep.py curves [--scenario maze_loose] [--seeds 0 1 2] [--max-steps 300]
                                            [--methods gigpo grpo dr_grpo] [--max-seconds 0]
-                                           [--gigpo-mode mean_norm] [--db runs.db] [--parallel 2]
+                                           [--gigpo-mode mean_norm] [--loss-tokens with_signal]
+                                           [--db runs.db] [--parallel 2]
 
 ``speed`` times one number_guess step side by side in one process: the
 rollout with every turn re-running its whole conversation (the engine before
@@ -203,12 +204,13 @@ def speed(args: argparse.Namespace) -> dict:
 def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: Path) -> dict:
     """One headless run; its summary and the held-out curve read back from the run file."""
     label = "gigpo_std" if method == "gigpo" and args.gigpo_mode == "mean_std_norm" else method
+    label += "-all_tokens" if args.loss_tokens == "all" else ""
     name = f"{args.scenario}-{label}-s{seed}"
     cmd = [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario", args.scenario,
            "--model", str(model), "--advantage", method, "--seed", str(seed), "--max-steps", str(args.max_steps),
            "--eval-every", str(args.eval_every), "--prompts-per-step", str(args.prompts_per_step),
            "--group-size", str(args.group_size), "--lr", str(args.lr), "--lr-warmup-steps", str(args.warmup),
-           "--gigpo-mode", args.gigpo_mode, "--db", str(db), "--name", name]
+           "--gigpo-mode", args.gigpo_mode, "--loss-tokens", args.loss_tokens, "--db", str(db), "--name", name]
     if args.max_seconds:
         cmd += ["--max-seconds", str(args.max_seconds)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
@@ -288,6 +290,7 @@ def curves(args: argparse.Namespace) -> dict:
     return {"bench": "multistep-curves", "scenario": args.scenario, "seeds": args.seeds,
             "max_steps": args.max_steps, "eval_every": args.eval_every, "prompts_per_step": args.prompts_per_step,
             "group_size": args.group_size, "lr": args.lr, "warmup": args.warmup, "gigpo_mode": args.gigpo_mode,
+            "loss_tokens": args.loss_tokens,
             "max_seconds": args.max_seconds, "parallel": args.parallel, "threads_per_run": args.threads,
             "tiny_model_build_s": round(build_s, 1), "db": str(db), **methods}
 
@@ -319,6 +322,9 @@ def main() -> None:
                        help="dr_grpo: the episode advantage without the std, which is GiGPO at omega 0")
     learn.add_argument("--gigpo-mode", default="mean_norm", choices=["mean_norm", "mean_std_norm"],
                        help="GiGPO's normalisation (GRPO always divides by the group's std)")
+    learn.add_argument("--loss-tokens", default="with_signal", choices=["with_signal", "all"],
+                       help="the loss's token mean: over tokens with signal (the default) or every trained "
+                       "token, zero-advantage groups included (TRL's loss_type='dapo', verl's token-mean)")
     learn.add_argument("--max-seconds", type=float, default=0,
                        help="training-time budget per run (seconds; 0: none, the default); the run stops, "
                        "and its learning rate decays, over whichever of --max-steps and this ends first, "

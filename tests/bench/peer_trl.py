@@ -7,11 +7,11 @@ Both start from the shipped tiny policy (engine/policy/embedded/) and train
 on the arithmetic train split with the same group size (8), prompts per step
 (32, so 256 rollouts per step), completion budget, temperature, learning
 rate, updates per batch (``num_iterations``), clip epsilon, KL weight (0),
-loss normalisation (token mean, TRL's ``dapo``; one difference stays:
-rlab leaves the tokens of groups without reward spread out of the mean,
-TRL counts them, so on a step where few groups have spread rlab's update
-is the larger, see engine/train/trainer.py) and std-scaled group
-advantages; TRL's gradient checkpointing is switched off, as rlab's is by
+loss normalisation (token mean; rlab's default leaves the tokens of groups
+without reward spread out of the mean, TRL's ``dapo`` counts them, so on a
+step where few groups have spread rlab's update is the larger;
+``--loss-tokens all`` makes rlab's TRL's, see engine/train/trainer.py) and
+std-scaled group advantages; TRL's gradient checkpointing is switched off, as rlab's is by
 default; both warm the learning rate up over rlab's ``lr_warmup_steps``
 and decay it linearly (TRL to 0, rlab to ``lr_final_ratio``). Each trainer
 runs ``--steps`` steps; every ``--eval-every`` steps
@@ -151,6 +151,8 @@ def main() -> None:
     parser.add_argument("--num-iterations", type=int, default=1,
                         help="updates per batch for both (default 1: with more, TRL counts each update as a step)")
     parser.add_argument("--lr", type=float, default=None, help="learning rate for both (default: rlab's)")
+    parser.add_argument("--loss-tokens", choices=["with_signal", "all"], default="with_signal",
+                        help="rlab's loss mean: over tokens with signal (its default) or all (TRL's dapo)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -160,6 +162,7 @@ def main() -> None:
         config = RunConfig(max_steps=args.steps, lr_decay_steps=args.steps, eval_every=args.eval_every,
                            checkpoint_every=10**6,
                            db=Path(tmp) / "peer.db", num_iterations=args.num_iterations,
+                           loss_tokens=args.loss_tokens,
                            **({"lr": args.lr} if args.lr else {}))
         if args.only != "trl":
             torch.manual_seed(config.seed)
@@ -171,7 +174,8 @@ def main() -> None:
         result[f"first_reached_{args.target}_s"] = first_reached(result["curve"], args.target)
     shared = {"steps": args.steps, "prompts_per_step": config.prompts_per_step, "group_size": config.group_size,
               "max_new_tokens": config.max_new_tokens, "temperature": config.temperature, "lr": config.lr,
-              "num_iterations": config.num_iterations, "torch_threads": torch.get_num_threads()}
+              "num_iterations": config.num_iterations, "rlab_loss_tokens": config.loss_tokens,
+              "torch_threads": torch.get_num_threads()}
     if len(results) == 2:
         shared["step_seconds_ratio_rlab_over_trl"] = round(
             results["rlab"]["median_step_seconds"] / results["trl"]["median_step_seconds"], 3)
