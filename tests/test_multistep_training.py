@@ -172,7 +172,8 @@ def trained_token_losses(trainer, samples, clip_eps=0.2):
     return loss[batch["mask"] > 0].numpy()
 
 
-def test_one_sequence_per_episode_gives_the_per_turn_loss(sampled_episodes):
+@pytest.mark.parametrize("loss_tokens", ["with_signal", "all"])
+def test_one_sequence_per_episode_gives_the_per_turn_loss(sampled_episodes, loss_tokens):
     policy, episodes, advantages = sampled_episodes
     per_turn = train_samples(episodes, advantages)
     sequences = episode_samples(episodes, advantages)
@@ -184,7 +185,7 @@ def test_one_sequence_per_episode_gives_the_per_turn_loss(sampled_episodes):
     np.testing.assert_allclose(merged, reference, rtol=1e-4, atol=1e-5)
     # and one update from each path has the same gradient
     models = [copy.deepcopy(policy.model) for _ in range(2)]
-    metrics = [Trainer(m, policy.pad_id, TrainConfig(num_iterations=1, lr=1e-3)).step(s)
+    metrics = [Trainer(m, policy.pad_id, TrainConfig(num_iterations=1, lr=1e-3, loss_tokens=loss_tokens)).step(s)
                for m, s in zip(models, (per_turn, sequences))]
     assert metrics[0]["loss"] == pytest.approx(metrics[1]["loss"], rel=1e-4, abs=1e-6)
     assert metrics[0]["grad_norm"] == pytest.approx(metrics[1]["grad_norm"], rel=1e-3)
