@@ -10,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rlab.engine.rewards.judge.ruler import JudgeSettings
 
 
+#: The tokens the loss is averaged over (RunConfig.loss_tokens; engine.train.trainer).
+LossTokens = Literal["with_signal", "all"]
+
 #: Model names rlab resolves itself (engine.policy.smollm2), instead of a directory.
 MODEL_ALIASES = ("smollm2-135m",)
 
@@ -68,7 +71,7 @@ class RunConfig(BaseModel):
     clip_eps: float = Field(0.2, gt=0, description="PPO clip range epsilon")
     beta: float = Field(0.0, ge=0, description="KL penalty weight (k3 estimator; 0 = no reference model)")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping norm")
-    loss_tokens: Literal["with_signal", "all"] = Field(
+    loss_tokens: LossTokens = Field(
         "with_signal", description="the tokens the loss is averaged over: those with a nonzero advantage "
         "(DAPO after its dynamic sampling, so a step where few groups have reward spread updates as much "
         "as one where all do), or every trained token of the step, those of groups without spread "

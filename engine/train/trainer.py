@@ -33,12 +33,13 @@ import contextlib
 import copy
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from transformers import DynamicCache
 
-from rlab.engine.config import RunConfig
+from rlab.engine.config import LossTokens, RunConfig
 from rlab.engine.policy.lora import is_lora, reference_mode
 from rlab.engine.policy.sampling import left_pad
 from rlab.engine.types import TrainSample
@@ -78,7 +79,7 @@ def micro_batches(samples: list[TrainSample], vocab: int,
     return chunks
 
 
-def _run_default(name: str) -> float:
+def _run_default(name: str) -> Any:
     """RunConfig's default for ``name``: the one place training defaults are set."""
     return RunConfig.model_fields[name].default
 
@@ -106,7 +107,7 @@ class TrainConfig:
     max_grad_norm: float = _run_default("max_grad_norm")
     temperature: float = 1.0
     weight_decay: float = 0.0
-    loss_tokens: str = str(_run_default("loss_tokens"))
+    loss_tokens: LossTokens = _run_default("loss_tokens")
 
     @classmethod
     def from_run(cls, config: RunConfig) -> TrainConfig:
