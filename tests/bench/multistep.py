@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import get_args
 
 # tests/bench/store.py and tui.py would shadow the packages of the same name.
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ sys.path[:0] = [str(ROOT)]
 import torch  # noqa: E402
 from transformers import LlamaForCausalLM  # noqa: E402
 
-from rlab.engine.config import RunConfig  # noqa: E402
+from rlab.engine.config import LossTokens, RunConfig  # noqa: E402
 from rlab.engine.policy.tiny import build_config, build_tokenizer, ensure_tiny_model  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
 from rlab.engine.rewards.scoring import score  # noqa: E402
@@ -322,9 +323,8 @@ def main() -> None:
                        help="dr_grpo: the episode advantage without the std, which is GiGPO at omega 0")
     learn.add_argument("--gigpo-mode", default="mean_norm", choices=["mean_norm", "mean_std_norm"],
                        help="GiGPO's normalisation (GRPO always divides by the group's std)")
-    learn.add_argument("--loss-tokens", default="with_signal", choices=["with_signal", "all"],
-                       help="the loss's token mean: over tokens with signal (the default) or every trained "
-                       "token, zero-advantage groups included (TRL's loss_type='dapo', verl's token-mean)")
+    learn.add_argument("--loss-tokens", default=RunConfig.model_fields["loss_tokens"].default,
+                       choices=get_args(LossTokens), help=RunConfig.model_fields["loss_tokens"].description)
     learn.add_argument("--max-seconds", type=float, default=0,
                        help="training-time budget per run (seconds; 0: none, the default); the run stops, "
                        "and its learning rate decays, over whichever of --max-steps and this ends first, "

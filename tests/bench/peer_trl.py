@@ -10,9 +10,9 @@ rate, updates per batch (``num_iterations``), clip epsilon, KL weight (0),
 loss normalisation (token mean; rlab's default leaves the tokens of groups
 without reward spread out of the mean, TRL's ``dapo`` counts them, so on a
 step where few groups have spread rlab's update is the larger;
-``--loss-tokens all`` makes rlab's TRL's, see engine/train/trainer.py) and
-std-scaled group advantages; TRL's gradient checkpointing is switched off, as rlab's is by
-default; both warm the learning rate up over rlab's ``lr_warmup_steps``
+``--loss-tokens all`` makes rlab's TRL's, see engine/train/trainer.py)
+and std-scaled group advantages; TRL's gradient checkpointing is switched
+off, as rlab's is by default; both warm the learning rate up over rlab's ``lr_warmup_steps``
 and decay it linearly (TRL to 0, rlab to ``lr_final_ratio``). Each trainer
 runs ``--steps`` steps; every ``--eval-every`` steps
 the held-out greedy pass@1 on the 500 held-out problems is measured with
@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import get_args
 
 # tests/bench/store.py and tui.py would shadow the packages of the same name.
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ sys.path[:0] = [str(ROOT)]
 import torch  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
-from rlab.engine.config import RunConfig  # noqa: E402
+from rlab.engine.config import LossTokens, RunConfig  # noqa: E402
 from rlab.engine.policy.model import Policy  # noqa: E402
 from rlab.engine.policy.tiny import EMBEDDED_DIR  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
@@ -151,7 +152,8 @@ def main() -> None:
     parser.add_argument("--num-iterations", type=int, default=1,
                         help="updates per batch for both (default 1: with more, TRL counts each update as a step)")
     parser.add_argument("--lr", type=float, default=None, help="learning rate for both (default: rlab's)")
-    parser.add_argument("--loss-tokens", choices=["with_signal", "all"], default="with_signal",
+    parser.add_argument("--loss-tokens", choices=get_args(LossTokens),
+                        default=RunConfig.model_fields["loss_tokens"].default,
                         help="rlab's loss mean: over tokens with signal (its default) or all (TRL's dapo)")
     args = parser.parse_args()
     if args.threads:
