@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from rlab.engine.types import Environment, Example
 
 #: Scenario names in the order the TUI offers them; the first is the default.
-SCENARIOS: tuple[str, ...] = ("arithmetic", "number_guess", "game2048", "support_replies", "reward_hacking", "maze", "maze_large", "maze_tight", "maze_loose")
+SCENARIOS: tuple[str, ...] = ("arithmetic", "number_guess", "game2048", "support_replies", "reward_hacking", "maze", "maze_large", "maze_tight", "maze_loose", "maze_loose_strict")
 
 DEFAULT_SCENARIO = SCENARIOS[0]
 

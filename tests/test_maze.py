@@ -158,3 +158,26 @@ def test_the_loose_maze_pays_every_walk_that_arrives_and_only_gigpo_ranks_a_bump
     assert list(result.episode) == [0.0, 0.0] and not result.episode_turns_flat.any()
     direct, bumped = result.step
     assert direct[0] > 0 > bumped[0]  # both acted in cell 00; the bump's return is a move further off
+
+
+def test_the_loose_strict_maze_trains_loose_and_holds_out_two_moves_beyond_the_shortest():
+    strict, loose = get_scenario("maze_loose_strict"), get_scenario("maze_loose")
+    assert strict.grid is loose.grid and strict.system_prompt == loose.system_prompt
+    assert {strict.make_env(ex).max_turns for ex in strict.train_examples(0)[:200]} == {26}
+    held_out = strict.eval_examples()
+    assert [ex["start"] for ex in held_out] == [ex["start"] for ex in loose.eval_examples()]
+    assert all(strict.make_env(ex).max_turns == ex["shortest"] + 2 for ex in held_out)
+    # A held-out walk with one detour too many is lost; the same walk in training arrives.
+    far = max(held_out, key=lambda ex: ex["shortest"])
+    start = tuple(far["start"])
+    wall = next(m for m in "udlr" if m not in SMALL.legal_moves(start))
+    rubric = load_rubric(strict.reward_file)
+    for example, bumps, reached in ((far, 2, 1.0), (far, 3, 0.0), ({**far, "slack": None}, 3, 1.0)):
+        env = strict.make_env(example)
+        messages, cell = env.reset(example)
+        done, moves = False, [wall] * bumps
+        while not done:
+            move = moves.pop() if moves else downhill(SMALL, cell)
+            observation, _, done, cell = env.step(move)
+            messages += [{"role": "assistant", "content": move}, *observation]
+        assert rubric.score_group([example], [messages])[0].reward == reached

@@ -35,11 +35,13 @@ def system_prompt(grid: Grid) -> str:
     return f"Maze, goal at {grid.goal[0]}{grid.goal[1]}. Reply u, d, l or r.\n"
 
 
-def _example(grid: Grid, cell: Cell, suffix: str = "") -> dict[str, Any]:
+def _example(grid: Grid, cell: Cell, suffix: str = "", slack: int | None = None) -> dict[str, Any]:
     """A start cell as a dataset row; ``shortest`` is its BFS distance to the
-    goal (moves), so the rubric can tell a shortest walk from a detour."""
-    return {"id": f"maze-{cell[0]}{cell[1]}{suffix}", "prompt": observation(cell), "answer": "",
-            "start": list(cell), "shortest": grid.distance[cell]}
+    goal (moves), so the rubric can tell a shortest walk from a detour; ``slack``,
+    when given, overrides the scenario's for this row (:meth:`Maze.make_env`)."""
+    row = {"id": f"maze-{cell[0]}{cell[1]}{suffix}", "prompt": observation(cell), "answer": "",
+           "start": list(cell), "shortest": grid.distance[cell]}
+    return row if slack is None else {**row, "slack": slack}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ class Maze:
     # None: every walk may take max_turns moves; k: a walk from a start at
     # distance d may take min(d + k, max_turns), so detours fail.
     slack: int | None = None
+    # The held-out walks' slack, when it differs from the training walks'
+    # (``slack``): a loose training budget and a strict held-out one ask
+    # whether the greedy walk knows the way, not only whether it arrives.
+    eval_slack: int | None = None
     # Random legal play for a fixed number of steps (no pass@1 target): the
     # format and legality, not the way to the goal.
     warm_start_target: float | None = None
@@ -66,16 +72,18 @@ class Maze:
     run_defaults: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 2})
 
     def make_env(self, example: dict[str, Any]) -> MazeEnv:
-        """A fresh environment with this example's move budget; the start
-        cell is read on reset (which names a bad one)."""
+        """A fresh environment with this example's move budget (the row's
+        ``slack`` if it has one, else the scenario's); the start cell is read
+        on reset (which names a bad one)."""
         start = tuple(example.get("start") or ())
-        if self.slack is None or start not in self.grid.distance:
+        slack = example.get("slack", self.slack)
+        if slack is None or start not in self.grid.distance:
             return MazeEnv(self.max_turns, self.grid)
-        return MazeEnv(min(self.grid.distance[start] + self.slack, self.max_turns), self.grid)
+        return MazeEnv(min(self.grid.distance[start] + slack, self.max_turns), self.grid)
 
     def eval_examples(self) -> list[dict[str, Any]]:
-        """The fixed held-out split: every start cell once."""
-        return [_example(self.grid, cell) for cell in self.grid.starts]
+        """The fixed held-out split: every start cell once, with ``eval_slack``."""
+        return [_example(self.grid, cell, slack=self.eval_slack) for cell in self.grid.starts]
 
     def train_examples(self, seed: int) -> list[dict[str, Any]]:
         """2,000 examples with start cells drawn uniformly with ``seed``."""

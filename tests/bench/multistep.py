@@ -29,7 +29,9 @@ decays over whichever ends first, so the curves depend on the machine) on
 one tiny policy warm-started for the scenario (seed 0), all into one run
 file, so ``rlab`` shows any two of them in its runs compare screen. The
 default scenario is ``maze_loose``, where sampled walks soon all arrive and
-only GiGPO's step-level advantage still ranks moves. It prints, per method,
+only GiGPO's step-level advantage still ranks moves; ``maze_loose_strict``
+trains the same way and holds out greedy walks with two moves beyond the
+shortest, so a walk that arrives only after bumping fails. It prints, per method,
 the held-out greedy success curve of every seed (step, success), the first
 eval at 1.0, and the mean and spread (min, max, std) over seeds of the final
 success and of the success averaged over the evals (the area under the
