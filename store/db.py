@@ -7,7 +7,8 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,34 @@ def _switch_to_wal(db: sqlite_utils.Database) -> None:
             time.sleep(0.02)
 
 
+@contextmanager
+def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """A transaction that takes the write lock when it begins (``BEGIN
+    IMMEDIATE``, waiting up to ``BUSY_TIMEOUT_S`` for another writer);
+    committed on exit, rolled back on an exception. Inside an open
+    transaction it is a savepoint (``sqlite_utils``' ``atomic``).
+
+    A deferred ``BEGIN`` (``atomic``'s) that reads before it writes fails at
+    once with "database is locked" when another process committed in
+    between: in WAL mode SQLite answers that upgrade with SQLITE_BUSY_SNAPSHOT
+    and never calls the busy handler (https://sqlite.org/wal.html, section
+    "Sometimes Queries Return SQLITE_BUSY In WAL Mode"). Two runs writing one
+    run file (the curves bench) lost a run that way while pruning a checkpoint.
+    """
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+        db.conn.execute("COMMIT")
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+
+
 def schema_version(db: sqlite_utils.Database) -> int:
     """The file's ``PRAGMA user_version`` (0 for a new, empty file)."""
     return db.execute("PRAGMA user_version").fetchone()[0]
@@ -212,7 +241,7 @@ def schema_version(db: sqlite_utils.Database) -> int:
 def migrate(db: sqlite_utils.Database) -> int:
     """Apply every pending migration, each in its own write transaction.
 
-    ``BEGIN IMMEDIATE`` takes the write lock before re-reading the version,
+    :func:`write_transaction` takes the write lock before re-reading the version,
     so two processes opening the same old file migrate it once. Returns the
     resulting schema version.
 
@@ -226,18 +255,13 @@ def migrate(db: sqlite_utils.Database) -> int:
             "upgrade rollout-lab to open it"
         )
     while version < SCHEMA_VERSION:
-        db.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(db):
             version = schema_version(db)
             if version < SCHEMA_VERSION:
                 for statement in MIGRATIONS[version]:
                     db.conn.execute(statement)
                 version += 1
                 db.conn.execute(f"PRAGMA user_version = {version}")
-            db.conn.execute("COMMIT")
-        except BaseException:
-            db.conn.execute("ROLLBACK")
-            raise
     return version
 
 
@@ -293,7 +317,7 @@ def mark_crashed_runs(db: sqlite_utils.Database) -> list[int]:
     if not stale:
         return []
     now = time.time()
-    with db.atomic():
+    with write_transaction(db):
         for run_id, pid in stale:
             # Re-check the status: another process may have marked it already.
             updated = db.execute(

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import sqlite_utils
 
-from rlab.store.db import open_db, run_owner_alive
+from rlab.store.db import open_db, run_owner_alive, write_transaction
 from rlab.store.records import (
     COMMAND_STATUSES,
     EVENT_KINDS,
@@ -175,7 +175,7 @@ class StoreWriter:
                 "--name, or continue it with --resume"
             )
         now = time.time()
-        with self.database.atomic():
+        with write_transaction(self.database):
             return insert_row(self.database,
                 "INSERT INTO runs (name, scenario, config, manifest, status, pid, host, "
                 "created_at, heartbeat_at, reward_file, kind) "
@@ -210,7 +210,7 @@ class StoreWriter:
             "LIMIT 1", [run_id]))
         cut = -1 if checkpoint is None else checkpoint["step"]
         now = time.time()
-        with self.database.atomic():
+        with write_transaction(self.database):
             dropped = fetch_dicts(self.database.execute(
                 "SELECT step, metrics FROM steps WHERE run_id = ? AND step > ? ORDER BY step",
                 [run_id, cut]), ("metrics",))
@@ -234,13 +234,13 @@ class StoreWriter:
         Returns the group's id. Raises ValueError if a messages, components or
         details value is not JSON-serialisable (nothing is written then).
         """
-        with self.database.atomic():
+        with write_transaction(self.database):
             return self._insert_group(run_id, step, group)
 
     @_noop_when_disabled(list)
     def write_groups(self, run_id: int, step: int, groups: list[GroupRecord]) -> list[int]:
         """Store all groups of a step in one transaction; return their ids."""
-        with self.database.atomic():
+        with write_transaction(self.database):
             return [self._insert_group(run_id, step, group) for group in groups]
 
     def _insert_group(self, run_id: int, step: int, group: GroupRecord) -> int:
@@ -297,7 +297,7 @@ class StoreWriter:
         """
         columns = [_metric(name, metrics.get(name)) for name in STEP_METRIC_COLUMNS]
         now = time.time()
-        with self.database.atomic():
+        with write_transaction(self.database):
             self.database.execute(_UPSERT_STEP, [run_id, step,
                                            _json(metrics, "metrics", secret_env_values()), now,
                                            *columns])
@@ -313,7 +313,7 @@ class StoreWriter:
         Raises:
             ValueError: ``kind`` is not one of ``EVENT_KINDS``.
         """
-        with self.database.atomic():
+        with write_transaction(self.database):
             return self._event(run_id, kind, payload, step, time.time())
 
     def _event(self, run_id: int, kind: str, payload: dict | None, step: int | None,
@@ -330,7 +330,7 @@ class StoreWriter:
         """Record a checkpoint (state after training step ``step``) and a
         ``checkpoint`` event; return the checkpoint's id."""
         now = time.time()
-        with self.database.atomic():
+        with write_transaction(self.database):
             checkpoint_id = insert_row(self.database,
                 "INSERT INTO checkpoints (run_id, step, path, created_at) VALUES (?, ?, ?, ?)",
                 [run_id, step, str(path), now])
@@ -351,7 +351,7 @@ class StoreWriter:
     def forget_checkpoint(self, run_id: int, checkpoint_id: int) -> None:
         """Remove a checkpoint's row (its files are about to be deleted) and
         record a ``checkpoint`` event with ``pruned: true``."""
-        with self.database.atomic():
+        with write_transaction(self.database):
             row = fetch_dict(self.database.execute(
                 "SELECT step, path FROM checkpoints WHERE id = ? AND run_id = ?",
                 [checkpoint_id, run_id]))
@@ -371,7 +371,7 @@ class StoreWriter:
             ValueError: that version is already stored with another source.
         """
         sha256 = hashlib.sha256(source.encode("utf-8")).hexdigest()
-        with self.database.atomic():
+        with write_transaction(self.database):
             stored = self.database.execute(
                 "SELECT sha256 FROM reward_versions WHERE run_id = ? AND version = ?",
                 [run_id, version]).fetchone()
@@ -397,7 +397,7 @@ class StoreWriter:
         """Record one judge request (latency in seconds, cost in US dollars,
         ``response_mode`` json_schema / prompt / cache, ``attempts`` HTTP
         requests); return its id. Text fields are scrubbed of credentials."""
-        with self.database.atomic():
+        with write_transaction(self.database):
             return insert_row(self.database,
                 "INSERT INTO judge_calls (run_id, group_id, step, request_hash, model, "
                 "raw_response, latency_s, prompt_tokens, completion_tokens, cost_usd, error, "
@@ -416,7 +416,7 @@ class StoreWriter:
         Raises:
             ValueError: ``summary`` is not JSON-serialisable.
         """
-        with self.database.atomic():
+        with write_transaction(self.database):
             self.database.execute("UPDATE runs SET summary = ? WHERE id = ?",
                              [dumps(scrub(summary), "summary"), run_id])
 
@@ -430,14 +430,14 @@ class StoreWriter:
         if status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}; use one of {', '.join(RUN_STATUSES)}")
         ended_at = time.time() if status in TERMINAL_STATUSES else None
-        with self.database.atomic():
+        with write_transaction(self.database):
             self.database.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?",
                             [status, ended_at, run_id])
 
     @_noop_when_disabled()
     def heartbeat(self, run_id: int, step: int) -> None:
         """Note that the engine is alive at ``step`` (sets ``heartbeat_at``)."""
-        with self.database.atomic():
+        with write_transaction(self.database):
             self.database.execute(
                 "UPDATE runs SET heartbeat_at = ?, last_step = MAX(COALESCE(last_step, -1), ?) "
                 "WHERE id = ?", [time.time(), step, run_id])
@@ -460,7 +460,7 @@ class StoreWriter:
         """
         if status not in COMMAND_STATUSES[1:]:
             raise ValueError(f"resolve a command as 'applied' or 'rejected', not {status!r}")
-        with self.database.atomic():
+        with write_transaction(self.database):
             row = self.database.execute("SELECT payload FROM commands WHERE id = ?", [command_id]).fetchone()
             # A set_rewards payload is stored unscrubbed until it has run (store.control);
             # once resolved, the file keeps only the scrubbed copy.

@@ -277,6 +277,34 @@ def test_reader_snapshot_does_not_block_writer(writer, db_path):
     assert len(reader.rollouts_since(run_id, 0)) == 2
 
 
+def test_a_read_then_write_survives_another_run_writing_in_between(writer, db_path, monkeypatch):
+    # forget_checkpoint reads the row, then deletes it. Under a deferred BEGIN,
+    # another run's commit between the two made SQLite refuse the delete at
+    # once ("database is locked", no busy wait): two runs sharing one run file
+    # (the curves bench) lost one of them while pruning a checkpoint.
+    import rlab.store.writer as writer_module
+    run_id = writer.start_run("r1", "arithmetic", {}, {})
+    checkpoint_id = writer.write_checkpoint(run_id, 10, "/tmp/step-10")
+    other = StoreWriter(db_path)
+    other_run = other.start_run("r2", "arithmetic", {}, {})
+    other.database.execute("PRAGMA busy_timeout = 50")
+    fetch_dict, refused = writer_module.fetch_dict, []
+
+    def fetch_then_let_the_other_run_write(cursor):
+        row = fetch_dict(cursor)
+        try:
+            other.write_step(other_run, 0, {"reward": 1.0})
+        except sqlite3.OperationalError as err:  # the write lock is held: it waits its turn
+            refused.append(str(err))
+        return row
+
+    monkeypatch.setattr(writer_module, "fetch_dict", fetch_then_let_the_other_run_write)
+    writer.forget_checkpoint(run_id, checkpoint_id)
+    assert writer.checkpoints(run_id) == [] and refused == ["database is locked"]
+    other.write_step(other_run, 0, {"reward": 1.0})
+    other.close()
+
+
 def test_reader_cannot_write(writer, db_path):
     writer.start_run("r1", "arithmetic", {}, {})
     reader = StoreReader(db_path)

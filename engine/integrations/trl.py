@@ -32,6 +32,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rlab.store.db import write_transaction
 from rlab.store.formats.trl import FIXED_COLUMNS, NAME, rows_to_step
 from rlab.store.formats.write import append_steps, free_name
 from rlab.store.writer import StoreWriter
@@ -97,7 +98,7 @@ class RlabCallback(TrainerCallback):
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
         step = rows_to_step(Path(args.output_dir), state.global_step, columns, rows,
                             {state.global_step: metrics})
-        with self.writer.db.atomic():
+        with write_transaction(self.writer.database):
             append_steps(self.writer, self.run_id, [step])
         self.last_step = state.global_step
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlab.store.db import write_transaction
 from rlab.store.formats import art, detect_format, trl, verl
 from rlab.store.formats.base import FormatError, ImportedStep
 from rlab.store.formats.write import append_steps
@@ -112,7 +113,7 @@ class Follower:
         files = self.ready_files()
         for path in files:
             step = self.step_source.read(path)
-            with self.writer.database.atomic():
+            with write_transaction(self.writer.database):
                 append_steps(self.writer, self.run_id, [step])
                 self.writer.heartbeat(self.run_id, step.step)
             self.imported.add(path)

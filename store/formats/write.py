@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlab.store.db import write_transaction
 from rlab.store.formats.base import ImportedRun, ImportedStep
 from rlab.store.stepstats import step_stats
 from rlab.store.writer import StoreWriter
@@ -38,7 +39,7 @@ def append_steps(writer: StoreWriter, run_id: int, steps: list[ImportedStep]) ->
     A step's metrics are those computed from its groups
     (:func:`rlab.store.stepstats.step_stats`) overlaid by the ones the tool
     logged itself, so a logged value always wins. Call inside a transaction
-    (``writer.database.atomic()``) to make the whole append atomic.
+    (``write_transaction(writer.database)``) to make the whole append atomic.
     """
     for step in steps:
         writer.write_groups(run_id, step.step, step.groups)
@@ -63,7 +64,7 @@ def write_imported(db_path: str | Path, run: ImportedRun, *, name: str | None = 
     """
     steps = sorted(run.steps, key=lambda s: s.step)
     with StoreWriter(db_path) as writer:
-        with writer.database.atomic():
+        with write_transaction(writer.database):
             if name is None:
                 source = Path(run.manifest["imported_from"])
                 name = free_name(writer, f"{source.stem or source.name}-{run.format}")
