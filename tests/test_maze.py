@@ -79,14 +79,26 @@ def test_the_large_maze_is_solvable_in_its_budget_but_random_walks_rarely_make_i
     assert 0.03 < reached / (len(grid.starts) * 40) < 0.2  # sparse: GRPO's groups are mostly all-zero
 
 
-def _walk(example, moves):
-    """The transcript of playing ``moves`` from the example's start (OpenAI-style messages)."""
-    env = get_scenario("maze_large").make_env({})
+def _walk(example, moves, scenario="maze_large"):
+    """The transcript of playing ``moves`` from the example's start in
+    ``scenario``'s environment for it, until the episode ends (OpenAI-style messages)."""
+    env = get_scenario(scenario).make_env(example)
     messages, _ = env.reset(example)
     for move in moves:
-        observation, _, _, _ = env.step(move)
+        observation, _, done, _ = env.step(move)
         messages += [{"role": "assistant", "content": move}, *observation]
+        if done:
+            break
     return messages
+
+
+def shortest_walk(grid, cell):
+    """The moves of a shortest walk from ``cell`` to the goal (downhill on the BFS distance)."""
+    moves = []
+    while cell != grid.goal:
+        moves.append(downhill(grid, cell))
+        cell = grid.step(cell, moves[-1])
+    return moves
 
 
 def test_the_rubric_counts_the_moves_a_reached_walk_took_beyond_the_shortest():
@@ -94,11 +106,7 @@ def test_the_rubric_counts_the_moves_a_reached_walk_took_beyond_the_shortest():
     grid = large.grid
     example = max(large.eval_examples(), key=lambda ex: ex["shortest"])
     assert example["shortest"] == grid.distance[tuple(example["start"])] == 14
-    cell, shortest = tuple(example["start"]), []
-    while cell != grid.goal:  # walk downhill on the BFS distance
-        move = downhill(grid, cell)
-        shortest.append(move)
-        cell = grid.step(cell, move)
+    shortest = shortest_walk(grid, tuple(example["start"]))
     wall = next(m for m in "udlr" if m not in grid.legal_moves(tuple(example["start"])))
     rubric = load_rubric(large.reward_file)
     best, bumped, short = rubric.score_group([example] * 3, [_walk(example, shortest),
@@ -173,11 +181,5 @@ def test_the_loose_strict_maze_trains_loose_and_holds_out_two_moves_beyond_the_s
     wall = next(m for m in "udlr" if m not in SMALL.legal_moves(start))
     rubric = load_rubric(strict.reward_file)
     for example, bumps, reached in ((far, 2, 1.0), (far, 3, 0.0), ({**far, "slack": None}, 3, 1.0)):
-        env = strict.make_env(example)
-        messages, cell = env.reset(example)
-        done, moves = False, [wall] * bumps
-        while not done:
-            move = moves.pop() if moves else downhill(SMALL, cell)
-            observation, _, done, cell = env.step(move)
-            messages += [{"role": "assistant", "content": move}, *observation]
-        assert rubric.score_group([example], [messages])[0].reward == reached
+        walk = _walk(example, [wall] * bumps + shortest_walk(SMALL, start), "maze_loose_strict")
+        assert rubric.score_group([example], [walk])[0].reward == reached
