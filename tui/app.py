@@ -3,18 +3,19 @@
 Threading rule: the UI thread never runs a query. A 0.25 s timer starts a
 thread worker that polls the store by watermark (:class:`tui.feed.RunFeed`)
 and posts the update back with ``call_from_thread``; cursor moves load their
-data in another thread worker; commands (pause, resume, step, stop) are
-written from a worker too. Polling, cursor moves and one-off queries (search,
-runs list) each have their own :class:`store.reader.StoreReader`, i.e. their
-own SQLite connection, so a slow search never delays a cursor move; each is
-opened lazily inside its worker (opening the file may run migrations).
+data in another thread worker (:class:`tui.view.ViewLoader`); commands
+(pause, resume, step, stop) are written from a worker too. Polling, cursor
+moves and one-off queries (search, runs list) each have their own
+:class:`tui.readers.LockedReader`, i.e. their own SQLite connection, so a slow
+search never delays a cursor move; each is opened lazily inside its worker
+(opening the file may run migrations).
+
+The engine the app starts is watched by :class:`tui.supervisor.EngineSupervisor`.
 """
 
 from __future__ import annotations
 
 import subprocess
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,14 +38,13 @@ from rlab.tui.feed import FeedUpdate, RunFeed
 from rlab.tui.filesize import FileGrowth
 from rlab.tui.group_view import GroupScreen
 from rlab.tui.inspector import TrajectoryScreen
+from rlab.tui.readers import LockedReader
 from rlab.tui.runs import RunsScreen
-from rlab.tui.view import Cursor, NavScreen, View
+from rlab.tui.supervisor import EngineExited, EngineStatus, EngineSupervisor
+from rlab.tui.view import Cursor, NavScreen, View, ViewLoader
 
 POLL_SECONDS = 0.25
 """How often the store is polled for new data (seconds)."""
-
-ENGINE_LOG_LINES = 8
-"""Lines of the engine log shown when the engine dies before its run appears."""
 
 ACTIVE_STATUSES = ("running", "paused")
 
@@ -58,66 +58,6 @@ MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "rewar
 """App actions that a dialog on top (quit, help, search) switches off."""
 
 
-class LockedReader:
-    """A lazily opened StoreReader used by one worker at a time
-    (``with locked as reader:``); the lock also guards the caches that the
-    worker fills while holding it."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._reader: StoreReader | None = None
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> StoreReader:
-        self._lock.acquire()
-        if self._reader is None:
-            self._reader = StoreReader(self._path)
-        return self._reader
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-
-class LRU(OrderedDict):
-    """A small least-recently-used cache (bounded, so memory stays flat)."""
-
-    def __init__(self, maxsize: int) -> None:
-        super().__init__()
-        self.maxsize = maxsize
-
-    def fetch(self, key: Any, load: Callable[[], Any]) -> Any:
-        """The cached value of ``key``, loading it on a miss. Empty results
-        (None, []) are not cached: the engine may not have written them yet."""
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        value = load()
-        if value:
-            self[key] = value
-            if len(self) > self.maxsize:
-                self.popitem(last=False)
-        return value
-
-
-def last_lines(path: Path, count: int = 1, tail_bytes: int = 4096) -> list[str]:
-    """The last ``count`` non-empty lines of a log file (progress bars end
-    lines with \\r); [] when it cannot be read."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(max(0, path.stat().st_size - tail_bytes))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return []
-    lines = [part.strip() for part in text.replace("\r", "\n").split("\n") if part.strip()]
-    return lines[-count:]
-
-
-def last_line(path: Path, tail_bytes: int = 2048) -> str | None:
-    """The last non-empty line of a log file."""
-    lines = last_lines(path, 1, tail_bytes)
-    return lines[-1] if lines else None
-
-
 class RolloutLabApp(App):
     """Watch, pause, step and inspect a training run stored in a SQLite file.
 
@@ -129,7 +69,7 @@ class RolloutLabApp(App):
             create; the app waits for it to appear.
         engine_cmd: a command line that starts the engine; it is spawned in its
             own session (it survives the TUI) with its output in
-            ``<db_path>.engine.log``.
+            ``<db_path>.engine.log`` (:class:`tui.supervisor.EngineSupervisor`).
         thresholds: reward-hacking alert thresholds; if None, the run config's
             ``"alerts"`` dict (see :class:`tui.alerts.AlertThresholds`) or the defaults.
 
@@ -167,9 +107,8 @@ class RolloutLabApp(App):
         self.run_id = run_id
         self.run_name = run_name
         self.engine_cmd = engine_cmd
-        self.engine: subprocess.Popen | None = None
-        self._engine_reported = False
-        self.engine_line: str | None = None
+        self.supervisor = EngineSupervisor(engine_cmd, self.db_path, run_name) if engine_cmd else None
+        self.engine_line: str | None = None  # the engine log's newest line, until the run appears
         self.engine_failure: list[str] | None = None  # exit line + the log's last lines
         self.file_growth = FileGrowth(Path(db_path))
         self._missing_reported = False
@@ -184,29 +123,23 @@ class RolloutLabApp(App):
         self._poll_reader = LockedReader(self.db_path)
         self.view_reader = LockedReader(self.db_path)  # screens query through it off the UI thread
         self._query_reader = LockedReader(self.db_path)
+        self._views = ViewLoader(self.view_reader)
         self.examples = ExampleIndex()
-        self._groups_cache = LRU(64)
-        self._group_cache = LRU(64)
-        self._traj_cache = LRU(256)
 
     # ---- lifecycle ---------------------------------------------------------
 
     def on_mount(self) -> None:
         """Spawn the engine if asked, show the dashboard, start polling."""
-        if self.engine_cmd:
-            self.engine = self._spawn_engine(self.engine_cmd)
+        if self.supervisor is not None:
+            self.supervisor.spawn()
         self.push_screen(DashboardScreen())
         self.set_interval(POLL_SECONDS, self._start_poll)
         self._start_poll()
 
-    def _spawn_engine(self, cmd: list[str]) -> subprocess.Popen:
-        """Start the engine in its own session so it outlives the TUI."""
-        log = open(self.db_path.with_name(self.db_path.name + ".engine.log"), "ab")
-        try:
-            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            log.close()
+    @property
+    def engine(self) -> subprocess.Popen | None:
+        """The engine process the app started; None without ``engine_cmd``."""
+        return self.supervisor.process if self.supervisor is not None else None
 
     # ---- polling (worker thread) --------------------------------------------
 
@@ -239,28 +172,18 @@ class RolloutLabApp(App):
     def _check_engine(self) -> None:
         """Worker thread: show the engine's progress until its run appears;
         report (once) an engine that died before that."""
-        if self.engine is None or self._engine_reported:
-            return
-        if self.engine.poll() is None:
-            line = last_line(self.db_path.with_name(self.db_path.name + ".engine.log"))
-            if line and line != self.engine_line:
-                self.call_from_thread(self._show_engine_line, line)
-            return
-        self._engine_reported = True
-        log = self.db_path.with_name(self.db_path.name + ".engine.log")
-        headline = (f"the engine exited with code {self.engine.returncode} before starting run "
-                    f"{self.run_name!r}; its log: {log}")
-        self.call_from_thread(self._show_engine_failure, [headline, *last_lines(log, ENGINE_LOG_LINES)])
-        self.call_from_thread(self.notify, headline, severity="error", timeout=30)
+        status = self.supervisor.check() if self.supervisor is not None else None
+        if status is not None:
+            self.call_from_thread(self._show_engine_status, status)
 
-    def _show_engine_failure(self, lines: list[str]) -> None:
-        """UI thread: the exit code and the log's last lines stay on the dashboard."""
-        self.engine_failure = lines
-        if isinstance(self.screen, DashboardScreen):
-            self.screen._set_header()
-
-    def _show_engine_line(self, line: str) -> None:
-        self.engine_line = line
+    def _show_engine_status(self, status: EngineStatus) -> None:
+        """UI thread: remember the engine's newest log line, or its exit code
+        and the log's last lines (they stay on the dashboard), and toast an exit."""
+        if isinstance(status, EngineExited):
+            self.engine_failure = status.lines
+            self.notify(status.headline, severity="error", timeout=30)
+        else:
+            self.engine_line = status.line
         if isinstance(self.screen, DashboardScreen):
             self.screen._set_header()
 
@@ -379,38 +302,10 @@ class RolloutLabApp(App):
         cursor = Cursor(self.cursor.step, self.cursor.group_pos, self.cursor.traj_pos)
         if cursor.step is None or self.run_id is None:
             return
-        with self.view_reader as reader:
-            view = self._read_view(reader, self.run_id, cursor, group_id, traj_id,
-                                   with_turns=self._advantages_open)
+        view = self._views.load(self.run_id, cursor, group_id, traj_id,
+                                with_turns=self._advantages_open)
         if not get_current_worker().is_cancelled:
             self.call_from_thread(self._show_view, view)
-
-    def _read_view(self, reader: StoreReader, run_id: int, cursor: Cursor,
-                   group_id: int | None, traj_id: int | None, with_turns: bool) -> View:
-        groups = self._groups_cache.fetch((run_id, cursor.step),
-                                          lambda: reader.groups_of_step(run_id, cursor.step))
-        view = View(cursor, groups)
-        if not groups:
-            return view
-        if group_id is not None:
-            cursor.group_pos = next((i for i, g in enumerate(groups) if g["id"] == group_id), 0)
-        cursor.group_pos = min(cursor.group_pos, len(groups) - 1)
-        gid = groups[cursor.group_pos]["id"]
-        view.group = self._group_cache.fetch(gid, lambda: reader.group(gid))
-        trajs = view.group["trajectories"] if view.group else []
-        if not trajs:
-            return view
-        if traj_id is not None:
-            cursor.traj_pos = next((i for i, t in enumerate(trajs) if t["id"] == traj_id), 0)
-        cursor.traj_pos = min(cursor.traj_pos, len(trajs) - 1)
-        # Every episode's turns only when the advantages view is open: that
-        # is one query per trajectory, the rest of the screens need one.
-        wanted = trajs if with_turns else [trajs[cursor.traj_pos]]
-        for t in wanted:
-            full = self._traj_cache.fetch(t["id"], lambda tid=t["id"]: reader.trajectory(tid))
-            view.turns[t["id"]] = (full.get("turns") or []) if full else []
-        view.trajectory = self._traj_cache.fetch(trajs[cursor.traj_pos]["id"], lambda: None)
-        return view
 
     @property
     def _advantages_open(self) -> bool:

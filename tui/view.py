@@ -3,9 +3,9 @@
 The user moves one cursor through the run: ``[``/``]`` steps, left/right the
 groups of a step, up/down the trajectories of a group. Every inspection screen
 (dashboard, group view, trajectory inspector, advantages view) shows the same
-:class:`View`; the app loads it off the UI thread and hands it to the screen on
-top. :class:`NavScreen` holds the key bindings so the footer lists them only
-on screens where they work.
+:class:`View`; the app reads it off the UI thread (:class:`ViewLoader`, in a
+thread worker) and hands it to the screens. :class:`NavScreen` holds the key
+bindings so the footer lists them only on screens where they work.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 from textual.binding import Binding
 from textual.screen import Screen
+
+from rlab.store.reader import StoreReader
+from rlab.tui.readers import LRU, LockedReader
 
 
 @dataclass
@@ -40,6 +43,64 @@ class View:
     group: dict | None = None
     trajectory: dict | None = None
     turns: dict[int, list[dict]] = field(default_factory=dict)
+
+
+class ViewLoader:
+    """Reads the :class:`View` under a cursor, with bounded caches of what
+    it read (a step's groups, a group, a trajectory), so moving back and forth
+    costs no queries. Runs queries: call :meth:`load` off the UI thread.
+
+    Args:
+        locked: the reader of cursor moves; its lock also guards the caches.
+        steps, groups, trajectories: how many of each the caches keep.
+    """
+
+    def __init__(self, locked: LockedReader, *, steps: int = 64, groups: int = 64,
+                 trajectories: int = 256) -> None:
+        self._locked = locked
+        self._groups_cache = LRU(steps)
+        self._group_cache = LRU(groups)
+        self._traj_cache = LRU(trajectories)
+
+    def load(self, run_id: int, cursor: Cursor, group_id: int | None = None,
+             traj_id: int | None = None, with_turns: bool = False) -> View:
+        """The data under ``cursor`` in run ``run_id``.
+
+        ``cursor`` is clamped to what exists (and moved onto ``group_id`` /
+        ``traj_id`` when given and found) in place; the returned view holds
+        it. ``with_turns``: every trajectory's turns of the group (one query
+        per trajectory; the advantages view needs them), else only the
+        selected one's.
+        """
+        with self._locked as reader:
+            return self._read(reader, run_id, cursor, group_id, traj_id, with_turns)
+
+    def _read(self, reader: StoreReader, run_id: int, cursor: Cursor,
+              group_id: int | None, traj_id: int | None, with_turns: bool) -> View:
+        groups = self._groups_cache.fetch((run_id, cursor.step),
+                                          lambda: reader.groups_of_step(run_id, cursor.step))
+        view = View(cursor, groups)
+        if not groups:
+            return view
+        if group_id is not None:
+            cursor.group_pos = next((i for i, g in enumerate(groups) if g["id"] == group_id), 0)
+        cursor.group_pos = min(cursor.group_pos, len(groups) - 1)
+        gid = groups[cursor.group_pos]["id"]
+        view.group = self._group_cache.fetch(gid, lambda: reader.group(gid))
+        trajs = view.group["trajectories"] if view.group else []
+        if not trajs:
+            return view
+        if traj_id is not None:
+            cursor.traj_pos = next((i for i, t in enumerate(trajs) if t["id"] == traj_id), 0)
+        cursor.traj_pos = min(cursor.traj_pos, len(trajs) - 1)
+        # Every episode's turns only when the advantages view is open: that
+        # is one query per trajectory, the rest of the screens need one.
+        wanted = trajs if with_turns else [trajs[cursor.traj_pos]]
+        for t in wanted:
+            full = self._traj_cache.fetch(t["id"], lambda tid=t["id"]: reader.trajectory(tid))
+            view.turns[t["id"]] = (full.get("turns") or []) if full else []
+        view.trajectory = self._traj_cache.fetch(trajs[cursor.traj_pos]["id"], lambda: None)
+        return view
 
 
 NAV_BINDINGS = [
