@@ -10,7 +10,10 @@ moves and one-off queries (search, runs list) each have their own
 search never delays a cursor move; each is opened lazily inside its worker
 (opening the file may run migrations).
 
-The engine the app starts is watched by :class:`tui.supervisor.EngineSupervisor`.
+On the UI thread, the app tells the screens what happened with the messages
+of :mod:`tui.messages` (a poll's update, a run switch, news of the engine it
+started, which :class:`tui.supervisor.EngineSupervisor` watches); the
+cursor's view goes to every :class:`tui.view.NavScreen` on the stack.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pydantic import ValidationError
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.worker import get_current_worker
 
@@ -38,6 +42,7 @@ from rlab.tui.feed import FeedUpdate, RunFeed
 from rlab.tui.filesize import FileGrowth
 from rlab.tui.group_view import GroupScreen
 from rlab.tui.inspector import TrajectoryScreen
+from rlab.tui.messages import EngineStatusChanged, FeedUpdated, RunSwitched
 from rlab.tui.readers import LockedReader
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineStatus, EngineSupervisor
@@ -184,8 +189,7 @@ class RolloutLabApp(App):
             self.notify(status.headline, severity="error", timeout=30)
         else:
             self.engine_line = status.line
-        if isinstance(self.screen, DashboardScreen):
-            self.screen._set_header()
+        self._tell_screens(lambda: EngineStatusChanged(status))
 
     def _thresholds(self, run: dict | None) -> AlertThresholds:
         """The alert thresholds: the app's if given, else the run config's
@@ -229,9 +233,7 @@ class RolloutLabApp(App):
         if previous is None or previous.get("status") != status:
             self._want_paused = status == "paused"
             self.refresh_bindings()
-        for screen in self.screen_stack:
-            if hasattr(screen, "apply_update") and screen.is_mounted:
-                screen.apply_update(update, self.feed)
+        self._tell_screens(lambda: FeedUpdated(update, feed))
         if previous is not None:  # not the history read on attaching: that would be a flood
             self._announce(update.events)
         nothing_shown = self.cursor.step is None or (self.view is not None and self.view.group is None)
@@ -480,9 +482,13 @@ class RolloutLabApp(App):
             return
         self.run_id, self.run_name, self.feed, self.run_row, self.view = run_id, None, None, None, None
         self.cursor = Cursor()
+        self._tell_screens(lambda: RunSwitched(run_id))
+
+    def _tell_screens(self, make: Callable[[], Message]) -> None:
+        """UI thread: post a fresh ``make()`` to every screen on the stack
+        (:mod:`tui.messages`); screens that do not handle it ignore it."""
         for screen in self.screen_stack:
-            if hasattr(screen, "reset"):
-                screen.reset()
+            screen.post_message(make())
 
     @property
     def steps_per_second(self) -> float | None:

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from rlab.tui.baseline import Baseline, load_baseline
 from rlab.tui.engine_log import EngineLogScreen
 from rlab.tui.feed import FeedUpdate, RunFeed
+from rlab.tui.messages import EngineStatusChanged, FeedUpdated, RunSwitched
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.reward_bars import reward_bars
 from rlab.tui.view import NavScreen, View
@@ -133,12 +134,16 @@ class DashboardScreen(NavScreen):
         self.set_interval(REDRAW_SECONDS, self._redraw)
         self._set_header()
         if self.app.feed is not None:  # polled before this screen was mounted
-            self.apply_update(None, self.app.feed)
+            self._note_update(None, self.app.feed)
 
     def on_screen_resume(self) -> None:
         self._redraw()
 
-    def apply_update(self, update: FeedUpdate | None, feed: RunFeed) -> None:
+    def on_feed_updated(self, message: FeedUpdated) -> None:
+        """The app polled the run: note what the poll brought."""
+        self._note_update(message.update, message.feed)
+
+    def _note_update(self, update: FeedUpdate | None, feed: RunFeed) -> None:
         """Note what a poll brought (UI thread); ``None`` means everything.
 
         Only the header is updated at once; plots and tables are redrawn by
@@ -158,13 +163,17 @@ class DashboardScreen(NavScreen):
         if not self._drawn:  # the first data: show it now, not at the next tick
             self._redraw()
 
-    def reset(self) -> None:
+    def on_run_switched(self, message: RunSwitched) -> None:
         """Forget the previous run (the app switched runs)."""
         self._feed = None
         self._dirty.clear()
         self._drawn = False
         for table in self.query(DataTable):
             table.clear()
+        self._set_header()
+
+    def on_engine_status_changed(self, message: EngineStatusChanged) -> None:
+        """A new engine log line, or its exit, before the run appeared: into the header."""
         self._set_header()
 
     def show_view(self, view: View) -> None:

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Input
 
 from rlab.tui.baseline import Baseline, metric_series
 from rlab.tui.dashboard import fmt
-from rlab.tui.feed import FeedUpdate, RunFeed
+from rlab.tui.messages import FeedUpdated
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.series import StepSeries
 
@@ -78,10 +78,10 @@ class MetricsScreen(Screen):
         self._read_at = time.monotonic()
         self.app.query(lambda reader: metric_series(reader.step_metrics(run_id)), self._loaded)
 
-    def apply_update(self, update: FeedUpdate | None, feed: RunFeed) -> None:
-        """The app's poll hook: new steps arrived, read again (at most every
-        ``RELOAD_SECONDS``)."""
-        if update is not None and update.steps and time.monotonic() - self._read_at >= RELOAD_SECONDS:
+    def on_feed_updated(self, message: FeedUpdated) -> None:
+        """The app polled the run: when new steps arrived, read again (at most
+        every ``RELOAD_SECONDS``)."""
+        if message.update.steps and time.monotonic() - self._read_at >= RELOAD_SECONDS:
             self.reload()
 
     def _loaded(self, series: StepSeries) -> None:
