@@ -82,7 +82,7 @@ class AdvantagesScreen(NavScreen):
         self.query_one(DataTable).add_columns(*COLUMNS)
         run_id = self.app.run_id
         if run_id is not None:
-            self.app.query(lambda reader: reader.anchor_share_by_step(run_id), self._plot_share)
+            self.app.read_in_worker(lambda reader: reader.anchor_share_by_step(run_id), self._plot_share)
 
     def _plot_share(self, rows: list[dict]) -> None:
         """Draw share of turns in anchor groups of size > 1, per step."""

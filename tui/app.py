@@ -3,9 +3,10 @@
 Threading rule: the UI thread never runs a query. A 0.25 s timer starts a
 thread worker that polls the store by watermark (:class:`tui.feed.RunFeed`)
 and posts the update back with ``call_from_thread``; cursor moves load their
-data in another thread worker (:class:`tui.view.ViewLoader`); commands
+data in another thread worker (:class:`tui.view.ViewLoader`); one-off reads
+(search, runs list) go through :meth:`RolloutLabApp.read_in_worker`; commands
 (pause, resume, step, stop) are written from a worker too. Polling, cursor
-moves and one-off queries (search, runs list) each have their own
+moves and one-off reads each have their own
 :class:`tui.readers.LockedReader`, i.e. their own SQLite connection, so a slow
 search never delays a cursor move; each is opened lazily inside its worker
 (opening the file may run migrations).
@@ -127,7 +128,7 @@ class RolloutLabApp(App):
         self._polling = False
         self._poll_reader = LockedReader(self.db_path)
         self.view_reader = LockedReader(self.db_path)  # screens query through it off the UI thread
-        self._query_reader = LockedReader(self.db_path)
+        self._one_off_reader = LockedReader(self.db_path)
         self._views = ViewLoader(self.view_reader)
         self.examples = ExampleIndex()
 
@@ -414,8 +415,8 @@ class RolloutLabApp(App):
             self.notify("this run has no reward file recorded (config['reward_file'])",
                         severity="error")
             return
-        self.query(lambda reader: reader.reward_versions(run_id),
-                   lambda versions: self._open_editor(reward_file, versions))
+        self.read_in_worker(lambda reader: reader.reward_versions(run_id),
+                            lambda versions: self._open_editor(reward_file, versions))
 
     def _open_editor(self, reward_file: Path, versions: list[dict]) -> None:
         # Imported here: the editor pulls in the engine's rubric checker
@@ -437,7 +438,7 @@ class RolloutLabApp(App):
         run_id = self.run_id
         if run_id is None:
             return
-        self.query(lambda reader: reader.reward_versions(run_id), self._revert_to_previous)
+        self.read_in_worker(lambda reader: reader.reward_versions(run_id), self._revert_to_previous)
 
     def _revert_to_previous(self, versions: list[dict]) -> None:
         if len(versions) < 2:
@@ -469,10 +470,13 @@ class RolloutLabApp(App):
 
     # ---- helpers for screens ---------------------------------------------------------
 
-    @work(thread=True, group="query")
-    def query(self, fn: Callable[[StoreReader], Any], done: Callable[[Any], None]) -> None:
-        """Run ``fn(reader)`` in a worker thread and call ``done(result)`` on the UI thread."""
-        with self._query_reader as reader:
+    @work(thread=True, group="read")
+    def read_in_worker(self, fn: Callable[[StoreReader], Any], done: Callable[[Any], None]) -> None:
+        """Run ``fn(reader)`` in a thread worker, on the one-off reads' own
+        reader (one at a time), and call ``done(result)`` on the UI thread.
+        An exception from ``fn`` is the worker's error (it ends the app, as
+        any worker error does)."""
+        with self._one_off_reader as reader:
             result = fn(reader)
         self.call_from_thread(done, result)
 

@@ -3,7 +3,7 @@
 ``p`` in the runs list (``r``) pins the highlighted run (again: unpins); the
 dashboard then draws each plotted metric of the baseline beside the watched
 run's, and the metrics view (``m``) does the same for any metric. Pure (no
-textual): the screens call :func:`load_baseline` through ``app.query``.
+textual): the screens call :func:`load_baseline` through ``app.read_in_worker``.
 """
 
 from __future__ import annotations

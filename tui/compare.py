@@ -120,7 +120,7 @@ class CompareScreen(Screen):
         def load(reader):
             return compare_runs(reader, a, b, force=force), [reader.step_series(i) for i in (a, b)]
 
-        self.app.query(load, self._show)
+        self.app.read_in_worker(load, self._show)
 
     def action_force(self) -> None:
         """``f``: show the numbers of runs whose manifests differ, under a banner."""
@@ -174,8 +174,8 @@ class CompareScreen(Screen):
             return
         flip = flips[table.cursor_row]
         trajectory_id = flip.trajectory_a if which == "a" else flip.trajectory_b
-        self.app.query(lambda reader: reader.trajectory(trajectory_id),
-                       lambda traj: traj and self.app.push_screen(PinnedTrajectoryScreen(traj)))
+        self.app.read_in_worker(lambda reader: reader.trajectory(trajectory_id),
+                                lambda traj: traj and self.app.push_screen(PinnedTrajectoryScreen(traj)))
 
 
 def _reward(value: float | None) -> str:

@@ -198,7 +198,7 @@ class DashboardScreen(NavScreen):
         if run_id is None or (self.baseline is not None and self.baseline.run_id == run_id):
             self._show_baseline(None)
         else:
-            self.app.query(lambda reader: load_baseline(reader, run_id), self._show_baseline)
+            self.app.read_in_worker(lambda reader: load_baseline(reader, run_id), self._show_baseline)
 
     def _show_baseline(self, baseline: Baseline | None) -> None:
         self.baseline = baseline

@@ -111,7 +111,7 @@ class SearchScreen(ModalScreen[None]):
         if not text:
             return
         run_id = self.app.run_id
-        self.app.query(lambda reader: reader.search(run_id, text, limit=self.LIMIT), self._show)
+        self.app.read_in_worker(lambda reader: reader.search(run_id, text, limit=self.LIMIT), self._show)
 
     def _show(self, rows: list[dict]) -> None:
         table = self.query_one(DataTable)

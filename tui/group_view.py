@@ -120,7 +120,7 @@ class GroupScreen(NavScreen):
     def on_mount(self) -> None:
         run_id = self.app.run_id
         if run_id is not None:
-            self.app.query(lambda reader: reader.reward_versions(run_id), self._got_versions)
+            self.app.read_in_worker(lambda reader: reader.reward_versions(run_id), self._got_versions)
 
     def _got_versions(self, versions: list[dict]) -> None:
         self.versions = versions

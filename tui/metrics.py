@@ -73,10 +73,10 @@ class MetricsScreen(Screen):
         self.reload()
 
     def reload(self) -> None:
-        """Read the run's step metrics again (in the app's query worker)."""
+        """Read the run's step metrics again (off the UI thread: ``app.read_in_worker``)."""
         run_id = self.run_id
         self._read_at = time.monotonic()
-        self.app.query(lambda reader: metric_series(reader.step_metrics(run_id)), self._loaded)
+        self.app.read_in_worker(lambda reader: metric_series(reader.step_metrics(run_id)), self._loaded)
 
     def on_feed_updated(self, message: FeedUpdated) -> None:
         """The app polled the run: when new steps arrived, read again (at most

@@ -42,7 +42,7 @@ class RunsScreen(Screen):
         self.title = "runs"
         self.query_one(DataTable).add_columns("", "id", "name", "kind", "status", "scenario",
                                               "steps", "final pass@1")
-        self.app.query(lambda reader: reader.runs(), self._fill)
+        self.app.read_in_worker(lambda reader: reader.runs(), self._fill)
 
     def _fill(self, runs: list[dict]) -> None:
         self._runs = runs
