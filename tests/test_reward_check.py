@@ -1,4 +1,4 @@
-"""engine.rewards.check: validating and dry-running reward edits in a child process."""
+"""engine.rewards.edit.check: validating and dry-running reward edits in a child process."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlab.engine.rewards.check import RewardCheckError, check_edit, dry_run, validate
+from rlab.engine.rewards.edit.check import RewardCheckError, check_edit, dry_run, validate
 
 GOOD = (Path(__file__).resolve().parents[1] / "scenarios" / "arithmetic" / "rewards.py").read_text()
 EXAMPLE = {"id": "e1", "prompt": "What is 2 + 3?", "answer": 5}

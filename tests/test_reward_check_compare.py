@@ -1,10 +1,10 @@
-"""engine.rewards.compare: the dry run's old-versus-new figures, by hand."""
+"""engine.rewards.edit.compare: the dry run's old-versus-new figures, by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlab.engine.rewards.compare import best_changed, compare_groups, ranking_changed
+from rlab.engine.rewards.edit.compare import best_changed, compare_groups, ranking_changed
 
 
 def test_ranking_change_is_any_pair_comparing_differently():

@@ -1,6 +1,6 @@
 """Nothing a user sends as a reward edit can fail the run (issue 17).
 
-The engine's gate (engine.rewards.edit.accept_edit) runs the editor's checks
+The engine's gate (engine.rewards.edit.gate.accept_edit) runs the editor's checks
 on every set_rewards payload; the control channel stores that payload as it
 is (a function named like a credential keeps its weight) and scrubs it once
 it is resolved.
@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from rlab.engine.rewards.edit import EditRejected, accept_edit
-from rlab.engine.rewards.pool import ProcessRubric, ScoringProcess
+from rlab.engine.rewards.edit.gate import EditRejected, accept_edit
+from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from rlab.engine.rewards.check import validate
-from rlab.engine.rewards.pool import ProcessRubric, ScoringProcess
+from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.rubric import ScoreResult, load_rubric
+from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
 from rlab.engine.rollout.play import pass_rate
 
 EXAMPLE = {"id": "add-2-3", "prompt": "2+3=", "answer": "5"}

@@ -3,7 +3,7 @@
 ``e`` in the app pushes :class:`RewardEditorScreen`. Saving (``ctrl+s``), or
 saving the file in any other editor (the file is polled every 0.5 s), starts
 a check in a worker thread: the new version is validated in a separate,
-time-limited process (``engine.rewards.check.check_edit``) and, when valid,
+time-limited process (``engine.rewards.edit.check.check_edit``) and, when valid,
 dry-run on the run's last K groups next to the applied version. Nothing
 changes until the user applies it (``ctrl+o``); the engine then switches at
 its next step boundary. ``ctrl+r`` discards the edit by writing the applied
@@ -27,8 +27,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static, TextArea
 
-from rlab.engine.rewards.check import DEFAULT_TIMEOUT_S, ValidationResult, check_edit
-from rlab.engine.rewards.compare import DryRunReport
+from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, ValidationResult, check_edit
+from rlab.engine.rewards.edit.compare import DryRunReport
 from rlab.engine.rewards.rubric import RubricError, literal_weights, replace_weights
 from rlab.engine.rewards.signatures import STYLE_TAGS, styles_in_source
 

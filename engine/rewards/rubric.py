@@ -434,7 +434,7 @@ class Rubric:
         rubric version it is scored as an error at once and the run goes on.
         Code that holds the GIL while it hangs (e.g. a runaway regex in C)
         stalls the caller until it returns; only a process limit (see
-        ``engine.rewards.check``) stops that.
+        ``engine.rewards.edit.check``) stops that.
 
         Cost: one hand-off to the worker thread per call (about 20 us on an
         idle CPU, 150 us on a busy one) plus the reward calls themselves; to

@@ -33,6 +33,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from rlab.engine.rewards.helpers import ENV_REWARDS_KEY
+
 Style = Literal["lab", "trl", "verifiers"]
 
 #: Parameter names of the verifiers style (verifiers ``Rubric`` reward functions).
@@ -40,11 +42,6 @@ VERIFIERS_NAMES = frozenset({"completion", "answer", "prompt", "info", "state", 
 
 #: Example keys the engine adds for scoring only; never passed on as dataset columns.
 COMPLETION_IDS_KEY = "_completion_ids"
-#: Multi-step episodes: the environment's own per-turn rewards (list of floats,
-#: one per turn, invalid-action penalty included). Lab-style functions read
-#: ``example[ENV_REWARDS_KEY]``; TRL-style ones get ``env_rewards``, verifiers-style
-#: ones ``state["env_rewards"]``.
-ENV_REWARDS_KEY = "_env_rewards"
 ENGINE_KEYS = frozenset({COMPLETION_IDS_KEY, ENV_REWARDS_KEY})
 
 #: How each style is named in logs and in the reward editor.

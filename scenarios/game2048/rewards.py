@@ -9,7 +9,7 @@ of OpenAI-style message dicts. ``WEIGHTS`` names the functions of the rubric.
 
 import re
 
-from rlab.engine.rewards.env_reward import env_reward  # the environment's own reward, per turn
+from rlab.engine.rewards.helpers import env_reward  # the environment's own reward, per turn
 
 # 4 rows of 4 cells: "." empty, hex digit k for the tile 2**k
 BOARD = re.compile(r"[.1-9a-f]{4}(?:/[.1-9a-f]{4}){3}")

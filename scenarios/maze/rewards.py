@@ -7,7 +7,7 @@ this multi-step scenario ``completion`` is the episode's transcript, a list
 of OpenAI-style message dicts. ``WEIGHTS`` names the functions of the rubric.
 """
 
-from rlab.engine.rewards.env_reward import env_reward  # the environment's own reward, per turn
+from rlab.engine.rewards.helpers import env_reward  # the environment's own reward, per turn
 
 
 def reached(example, completion):

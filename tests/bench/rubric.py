@@ -7,10 +7,10 @@ Prints one JSON object:
 - ``raw_calls_ms``: the same 256 reward-function calls made directly, with
   no time limit or normalisation (the floor).
 - ``process_flat_ms``: the 256 completions scored in the persistent scoring
-  process (``engine.rewards.pool.ProcessRubric``, what the engine does each
+  process (``engine.rewards.scoring_process.ProcessRubric``, what the engine does each
   step): one JSON round trip; ``process_overhead_ms`` is it minus
   ``score_flat_ms``; ``process_start_s`` the first call (process start-up).
-- ``check_edit_s``: median seconds of ``engine.rewards.check.check_edit`` on
+- ``check_edit_s``: median seconds of ``engine.rewards.edit.check.check_edit`` on
   8 groups of 8 (one child process: load, validate, dry-run old vs new).
 
 Run: ``nice -n 10 .venv/bin/python tests/bench/rubric.py [--repeat 50]``
@@ -24,9 +24,9 @@ import statistics
 import time
 from pathlib import Path
 
-from rlab.engine.rewards.check import check_edit
-from rlab.engine.rewards.pool import ProcessRubric, ScoringProcess
+from rlab.engine.rewards.edit.check import check_edit
 from rlab.engine.rewards.rubric import load_rubric
+from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
 
 REWARDS = Path(__file__).resolve().parents[2] / "scenarios" / "arithmetic" / "rewards.py"
 

@@ -4,7 +4,7 @@ The engine never runs user reward code in its own process: a
 :class:`ProcessRubric` has the interface of :class:`engine.rewards.rubric.Rubric`
 (``source``, ``sha256``, ``weights``, ``score_group``) but sends each batch to
 a :class:`ScoringProcess` (``python -P -m rlab.engine.rewards.worker``,
-memory-capped, in a scratch directory; see ``engine.rewards.isolation``).
+memory-capped, in a scratch directory; see ``engine.rewards.child``).
 The process stays up between steps (one JSON round trip per batch; the
 cost is measured by tests/bench/rubric.py). When a reward call hangs, the
 worker's own watchdog reports it and the process is killed and replaced, so
@@ -18,32 +18,24 @@ failed, and the run loop pauses on them (engine.step).
 from __future__ import annotations
 
 import hashlib
-import json
-import select
-import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlab.engine.rewards.isolation import DEFAULT_MEMORY_MB, spawn
+from rlab.engine.rewards.child import DEFAULT_MEMORY_MB, UserCodeProcess
 from rlab.engine.rewards.rubric import DEFAULT_TIMEOUT_S, Rubric, ScoreResult
-from rlab.engine.rewards.sandbox import scoring_limit
+from rlab.engine.rewards.worker import scoring_limit
 
 
 class ScoringProcess:
-    """One persistent scoring process, started on first use and replaced after a hang or crash.
+    """The run's scoring process: one persistent :class:`UserCodeProcess`, replaced after a hang or crash.
 
     Args:
         memory_mb: address-space cap of the process, MiB.
     """
 
     def __init__(self, memory_mb: int = DEFAULT_MEMORY_MB) -> None:
-        self.memory_mb = memory_mb
-        self._proc: subprocess.Popen | None = None
-        self._scratch: tempfile.TemporaryDirectory | None = None
-        #: Processes killed so far (hangs, crashes, no answer in time).
-        self.replaced = 0
+        self.child = UserCodeProcess(memory_mb)
 
     def score(self, rubric: RubricVersion | Rubric, examples: Sequence[Mapping[str, Any]], completions: Sequence[Any],
               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[ScoreResult]:
@@ -58,64 +50,34 @@ class ScoringProcess:
         """
         if len(examples) != len(completions):
             raise ValueError(f"score needs one example per completion: got {len(examples)} and {len(completions)}")
-        request = json.dumps({"source": rubric.source, "filename": rubric.filename, "weights": rubric.weights,
-                              "examples": list(examples), "completions": list(completions),
-                              "timeout_s": timeout_s}, default=repr)
-        reply = self._ask(request, scoring_limit(timeout_s) + 5.0)
-        if "results" in reply:
-            if reply["hung"]:
-                self._kill()  # a hung call's thread still spins in there
-            return [ScoreResult(**r) for r in reply["results"]]
-        return [_failed(reply["failure"]) for _ in completions]
+        wall_s = scoring_limit(timeout_s) + 5.0
+        reply = self.child.ask({"kind": "score", "source": rubric.source, "filename": rubric.filename,
+                                "weights": rubric.weights, "examples": list(examples),
+                                "completions": list(completions), "timeout_s": timeout_s}, wall_s)
+        if reply is None:
+            died = self.child.exit_status
+            why = (f"the scoring process died (exit status {died})" if died is not None
+                   else f"TimeoutError: the scoring process gave no answer within {wall_s:g} s; killed and replaced")
+            return [_failed(why) for _ in completions]
+        if "results" not in reply:
+            return [_failed(reply["failure"]) for _ in completions]
+        if reply["hung"]:
+            self.child.kill()  # a hung call's thread still spins in there
+        return [ScoreResult(**r) for r in reply["results"]]
 
-    def _ask(self, request: str, wall_s: float) -> dict:
-        proc = self._running()
-        # spawn() pipes both streams, so neither is None
-        stdin, stdout = proc.stdin, proc.stdout
-        assert stdin is not None and stdout is not None
-        try:
-            stdin.write(request + "\n")
-            stdin.flush()
-            ready, _, _ = select.select([stdout], [], [], wall_s)
-            line = stdout.readline() if ready else ""
-        except (BrokenPipeError, OSError):
-            line = ""
-        if line:
-            return json.loads(line)
-        died = proc.poll()
-        self._kill()
-        why = (f"the scoring process died (exit status {died})" if died is not None
-               else f"TimeoutError: the scoring process gave no answer within {wall_s:g} s; killed and replaced")
-        return {"failure": why}
-
-    def _running(self) -> subprocess.Popen:
-        """The scoring process, started (again) if it is not running."""
-        if self._proc is None or self._proc.poll() is not None:
-            self._kill()
-            self._proc, self._scratch = spawn("rlab.engine.rewards.worker", memory_mb=self.memory_mb)
-        return self._proc
-
-    def _kill(self) -> None:
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.kill()
-                self.replaced += 1
-            self._proc.wait()
-            for stream in (self._proc.stdin, self._proc.stdout):
-                if stream is not None:
-                    stream.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
-        self._proc = self._scratch = None
+    @property
+    def replaced(self) -> int:
+        """Processes killed so far (hangs, no answer in time)."""
+        return self.child.replaced
 
     def close(self) -> None:
         """Stop the process (a later ``score`` starts a new one)."""
-        self._kill()
+        self.child.close()
 
     @property
     def pid(self) -> int | None:
         """The live process's id, or None."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+        return self.child.pid
 
 
 def _failed(message: str) -> ScoreResult:

@@ -3,7 +3,7 @@
 Given the rewards the applied rubric and the edited rubric give the same
 stored groups, say what would change: mean reward, reward distribution, which
 groups change their ranking, and Kendall's tau-b per group. Pure numpy; the
-scoring itself happens in ``engine.rewards.check``.
+scoring itself happens in ``engine.rewards.edit.check``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A ``set_rewards`` command carries a reward file's text and weights. Before
 the engine switches to it, :func:`accept_edit` runs the same check as the
-reward editor (``engine.rewards.check.validate``: load the file and score
+reward editor (``engine.rewards.edit.check.validate``: load the file and score
 the last groups' trajectories in a separate, time-limited, memory-capped
 process) and checks the payload's weights against the file's functions. Every way this
 can fail (syntax, import, exception, NaN or non-numeric reward, time-out,
@@ -17,8 +17,8 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlab.engine.rewards.check import DEFAULT_TIMEOUT_S, validate
-from rlab.engine.rewards.pool import RubricVersion
+from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, validate
+from rlab.engine.rewards.scoring_process import RubricVersion
 from rlab.store.records import GroupRecord
 
 #: Groups of the last step a new version must score cleanly (the editor's default K).
@@ -44,7 +44,7 @@ def accept_edit(payload: Mapping[str, Any], samples: Sequence[tuple[dict, Any]],
     """The rubric version of a ``set_rewards`` payload, once it passed the editor's checks.
 
     The file is only ever run in the check process and, once accepted, in
-    the scoring process (engine.rewards.pool): never in the engine.
+    the scoring process (engine.rewards.scoring_process): never in the engine.
 
     Args:
         payload: ``{"source": str, "weights": {name: weight} | None}``.

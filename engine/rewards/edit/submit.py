@@ -2,11 +2,11 @@
 
 The same steps as ``e`` in the TUI (tui/reward_editor.py): the new file is
 checked and dry-run next to the applied version on the run's last K groups
-in one separate, time-limited process (``engine.rewards.check.check_edit``);
+in one separate, time-limited process (``engine.rewards.edit.check.check_edit``);
 the dry run is printed (per group: mean reward and ranking, old -> new; per
 trajectory whose reward changes: old -> new and the completion); then the
 version is sent as a ``set_rewards`` command and the engine applies it at
-its next step boundary, after its own gate (``engine.rewards.edit``). A
+its next step boundary, after its own gate (``engine.rewards.edit.gate``). A
 rejected edit raises :class:`EditRejected` with the reason.
 """
 
@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlab.engine.rewards.check import DEFAULT_TIMEOUT_S, check_edit
-from rlab.engine.rewards.compare import DryRunReport
-from rlab.engine.rewards.edit import CHECK_GROUPS, EditRejected
-from rlab.engine.rewards.env_reward import stored_group
-from rlab.engine.rewards.examples import ExampleIndex
+from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, check_edit
+from rlab.engine.rewards.edit.compare import DryRunReport
+from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected
+from rlab.engine.rewards.edit.stored import recent_groups
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
@@ -43,32 +42,6 @@ class Submitted:
     status: str
     command_id: int | None = None
     version: int | None = None
-
-
-def recent_groups(reader: StoreReader, run_id: int, k: int,
-                  examples: ExampleIndex | None = None) -> list[dict[str, Any]]:
-    """The run's last ``k`` groups, newest first, as ``check_edit`` takes them:
-    ``[{"trajectories": [{"example", "completion", "reward"}]}]`` (see
-    :func:`engine.rewards.env_reward.stored_group`), each example looked up
-    in ``examples`` (a new index when None; the TUI passes its own, built once).
-
-    Raises:
-        KeyError: no run ``run_id`` in the file.
-    """
-    run = reader.run(run_id)
-    if run is None:
-        raise KeyError(f"no run with id {run_id} in {reader.path}")
-    examples = examples or ExampleIndex()
-    out: list[dict[str, Any]] = []
-    for step in reversed(reader.steps(run_id)):
-        for light in reversed(reader.groups_of_step(run_id, step)):
-            group = reader.group(light["id"])
-            if group is None:
-                continue
-            out.append(stored_group(reader, group, examples.example(run["scenario"], group)))
-            if len(out) >= k:
-                return out
-    return out
 
 
 def dry_run_text(report: DryRunReport | None, groups: list[dict[str, Any]], width: int = 40) -> str:

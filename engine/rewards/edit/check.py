@@ -2,17 +2,16 @@
 
 A new version of a reward file is never imported into the engine or the TUI
 until it has passed here: :func:`validate` loads it and scores a few samples
-in a child process (memory-capped, in a scratch directory:
-``engine.rewards.isolation``; isolation, not a security boundary) (``python -m engine.rewards.sandbox``) and turns every way it
+in the user-code child process (``engine.rewards.child``: memory-capped, in
+a scratch directory; isolation, not a security boundary), started for this
+one request, and turns every way it
 can fail (syntax error, import error, exception, non-numeric or non-finite
 reward, time-out) into a :class:`ValidationResult` with a clear message and
 the line number. :func:`dry_run` scores stored groups with the old and the
 new version in the same kind of process and compares them
-(:mod:`engine.rewards.compare`).
+(:mod:`engine.rewards.edit.compare`).
 
-Protocol: the parent writes one JSON request to the child's stdin; the child
-answers one JSON object on a private copy of its stdout (what the reward file
-prints goes to stderr). Hangs are caught inside the child by the rubric's
+The request is the worker's ``check`` kind (``engine.rewards.worker``). Hangs are caught inside the child by the rubric's
 per-call watchdog, hangs that hold the GIL or happen at import time by
 ``faulthandler.dump_traceback_later`` (which prints the stuck line), and
 anything else by the parent's wall-clock limit.
@@ -20,23 +19,17 @@ anything else by the parent's wall-clock limit.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from rlab.engine.rewards.compare import DryRunReport, compare_groups
-from rlab.engine.rewards.isolation import cap_memory
-from rlab.engine.rewards.sandbox import scoring_limit
-from rlab.engine.rewards.rubric import DEFAULT_TIMEOUT_S, Rubric, load_rubric
-
+from rlab.engine.rewards.child import UserCodeProcess
+from rlab.engine.rewards.edit.compare import DryRunReport, compare_groups
+from rlab.engine.rewards.rubric import DEFAULT_TIMEOUT_S
+from rlab.engine.rewards.worker import scoring_limit
 
 
 class ValidationResult(BaseModel):
@@ -91,7 +84,7 @@ def validate(
             both may be empty to check loading only.
         timeout_s: seconds allowed for the import and for each reward call;
             scoring all samples is also bounded
-            (``engine.rewards.sandbox.scoring_limit``).
+            (``engine.rewards.worker.scoring_limit``).
         filename: the name messages give the file.
 
     Returns:
@@ -251,31 +244,24 @@ def _verdict(reply: dict[str, Any], filename: str) -> ValidationResult:
 def _run_child(
     sources: dict[str, str], groups: list[list[tuple[Any, Any]]], timeout_s: float, filename: str
 ) -> dict[str, Any]:
-    """Run the child on ``sources`` and return its answer, one reply per source."""
+    """Run a one-request child on ``sources`` and return its answer, one reply per source."""
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-    try:
-        request = json.dumps(
-            {"sources": sources, "groups": groups, "timeout_s": timeout_s, "filename": filename}
-        )
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"examples and completions must be JSON-serialisable: {exc}") from None
+    request = {"kind": "check", "sources": sources, "groups": groups, "timeout_s": timeout_s, "filename": filename}
     # the child's own limits come first; this one is for a child that cannot report
     wall = len(sources) * (timeout_s + scoring_limit(timeout_s)) + 10.0
+    child = UserCodeProcess()
     try:
-        with tempfile.TemporaryDirectory(prefix="rlab-check-") as scratch:
-            proc = subprocess.run(
-                [sys.executable, "-P", "-m", "rlab.engine.rewards.sandbox"],
-                input=request, capture_output=True, text=True, timeout=wall, cwd=scratch,
-                preexec_fn=cap_memory(),
-            )
-    except subprocess.TimeoutExpired:
+        answer = child.ask(request, wall)
+    finally:
+        child.close()
+    if answer is not None:
+        return answer
+    if child.exit_status is None:
         failure = {"kind": "timeout", "message": f"the reward check did not finish within {wall:g} s; "
                    "a reward function or the file's import is probably stuck in a loop"}
-        return {name: {"failure": failure} for name in sources}
-    if proc.returncode == 0:
-        return json.loads(proc.stdout)
-    failure = _child_failure(proc.stderr, filename, timeout_s)
+    else:
+        failure = _child_failure(child.last_output, filename, timeout_s)
     return {name: {"failure": failure} for name in sources}
 
 

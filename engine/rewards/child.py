@@ -1,0 +1,218 @@
+"""The parent's side of the one child process that runs user reward code.
+
+Every piece of user reward code (a check of an edit, a dry run, the scoring
+of a step) runs in ``python -P -m rlab.engine.rewards.worker``, never in the
+engine or the TUI. :class:`UserCodeProcess` starts that child and talks to
+it: one JSON request per line on its stdin, one JSON answer per line on a
+private copy of its stdout (the request kinds are in the worker's module
+doc). The reward check starts one for a single request; the scoring process
+(``engine.rewards.scoring_process``) keeps one up between steps.
+
+This is isolation, not a security boundary. The child can be killed and
+replaced (a reward call that hangs holding the GIL, a crash); ``RLIMIT_AS``
+caps its address space (a 3 GB allocation fails with MemoryError instead of
+taking the machine's memory); it runs in an empty temporary working
+directory, so relative paths it writes do not land in the user's project;
+and it leads its own process group, so what it spawns (a reward file that
+starts subprocesses at import) is killed with it. It still runs as the
+user, with the user's files, network and environment: ``os.system`` works.
+Run reward files you would run yourself.
+
+What reward code prints to stdout or stderr never reaches a terminal or
+log raw: a reader thread keeps the last :data:`STDERR_TAIL_BYTES` (for
+error messages: a time-out's stuck line) and passes at most
+:data:`LOG_BUDGET_BYTES` per child on to this process's ``sys.stderr``,
+whose credentials the engine scrubs (``store.secrets.scrub_streams``); the
+rest is counted and dropped with one line saying so.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import resource
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from typing import Any
+
+#: Address-space cap of a check or scoring process, MiB (resource.RLIMIT_AS).
+DEFAULT_MEMORY_MB = 2048
+#: Bytes of the child's output kept for error messages (the end of a traceback).
+STDERR_TAIL_BYTES = 16 * 1024
+#: Bytes of the child's output passed on to the log, per child process.
+LOG_BUDGET_BYTES = 64 * 1024
+
+#: Child module that serves the requests.
+WORKER_MODULE = "rlab.engine.rewards.worker"
+
+
+def cap_memory(memory_mb: int = DEFAULT_MEMORY_MB) -> Callable[[], None]:
+    """A ``preexec_fn`` that caps the child's address space at ``memory_mb`` MiB.
+
+    RLIMIT_AS counts virtual memory, so the cap is above what the child
+    touches (Python and its imports reserve more than they use).
+    """
+    limit = memory_mb * 1024 * 1024
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+class OutputTap:
+    """Reads a child's output stream on a thread: keeps its tail, logs a bounded share.
+
+    Args:
+        stream: the child's stderr pipe (binary).
+        log: where the first ``budget`` bytes go (text), e.g. ``sys.stderr``.
+        budget: bytes passed on to ``log`` at most; the rest is counted.
+    """
+
+    def __init__(self, stream: Any, log: Any, budget: int = LOG_BUDGET_BYTES) -> None:
+        self._stream, self._log, self._budget = stream, log, budget
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_bytes = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, daemon=True, name="reward-output")
+        self._thread.start()
+
+    def _pump(self) -> None:
+        for chunk in iter(lambda: self._stream.read1(8192), b""):
+            with self._lock:
+                self._tail.append(chunk)
+                self._tail_bytes += len(chunk)
+                while self._tail_bytes - len(self._tail[0]) >= STDERR_TAIL_BYTES:
+                    self._tail_bytes -= len(self._tail.popleft())
+            self._forward(chunk)
+        if self.dropped:
+            self._write(f"[reward code printed {self.dropped} more bytes; not logged]\n")
+
+    def _forward(self, chunk: bytes) -> None:
+        shown = chunk[:max(self._budget, 0)]
+        self._budget -= len(shown)
+        self.dropped += len(chunk) - len(shown)
+        if shown:
+            self._write(shown.decode("utf-8", "replace"))
+
+    def _write(self, text: str) -> None:
+        try:
+            self._log.write(text)
+            self._log.flush()
+        except (OSError, ValueError):  # the log went away (closed at exit)
+            pass
+
+    def tail(self, wait_s: float = 1.0) -> str:
+        """The last :data:`STDERR_TAIL_BYTES` of the output, as text (after the
+        stream closed, or ``wait_s`` seconds)."""
+        self._thread.join(wait_s)
+        with self._lock:
+            return b"".join(self._tail)[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
+
+
+class UserCodeProcess:
+    """One child process that runs user reward code; started on first use, replaced after a failure.
+
+    Args:
+        memory_mb: address-space cap of the process, MiB.
+        log: where the child's output is passed on (default ``sys.stderr``).
+    """
+
+    def __init__(self, memory_mb: int = DEFAULT_MEMORY_MB, log: Any = None) -> None:
+        self.memory_mb = memory_mb
+        self._log = log
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._tap: OutputTap | None = None
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        #: Processes killed so far (hangs, crashes, no answer in time).
+        self.replaced = 0
+        #: The output tail of the last process that died or was killed ("" if none).
+        self.last_output = ""
+        #: The exit status of the last process that died by itself (None: none did, or we killed it).
+        self.exit_status: int | None = None
+
+    def ask(self, request: dict[str, Any], wall_s: float) -> dict[str, Any] | None:
+        """Send one request and wait up to ``wall_s`` seconds for its answer.
+
+        Returns:
+            The answer, or None when the process died or gave no answer in
+            time; it is then killed (with what it spawned) and
+            :attr:`last_output` holds the end of what it printed.
+
+        Raises:
+            ValueError: the request is not JSON-serialisable.
+        """
+        try:
+            line = json.dumps(request, default=repr) + "\n"
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"examples and completions must be JSON-serialisable: {exc}") from None
+        proc = self._running()
+        stdin, stdout = proc.stdin, proc.stdout
+        assert stdin is not None and stdout is not None  # both are pipes
+        ready: list[Any] = []
+        try:
+            stdin.write(line.encode("utf-8"))
+            stdin.flush()
+            ready, _, _ = select.select([stdout], [], [], wall_s)
+            answer = stdout.readline() if ready else b""
+        except (BrokenPipeError, OSError):
+            answer, ready = b"", [stdout]
+        if answer:
+            return json.loads(answer)
+        if ready:  # end of stream: the process is exiting by itself (a crash, a faulthandler limit)
+            try:
+                proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+        return None
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        """The process, started (again) if it is not running."""
+        if self._proc is None or self._proc.poll() is not None:
+            self.kill()
+            self._scratch = tempfile.TemporaryDirectory(prefix="rlab-reward-")
+            self._proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=self._scratch.name, preexec_fn=cap_memory(self.memory_mb),
+                start_new_session=True)
+            self._tap = OutputTap(self._proc.stderr, self._log or sys.stderr)
+        return self._proc
+
+    def kill(self) -> None:
+        """Kill the process and its process group (what reward code spawned); a later
+        :meth:`ask` starts a new one."""
+        if self._proc is not None:
+            status = self._proc.poll()
+            if status is None:
+                self.replaced += 1
+            self.exit_status = status
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._proc.wait()
+            for stream in (self._proc.stdin, self._proc.stdout):
+                if stream is not None:
+                    stream.close()
+            if self._tap is not None:
+                self.last_output = self._tap.tail()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+        self._proc, self._tap, self._scratch = None, None, None
+
+    def close(self) -> None:
+        """Stop the process (a later :meth:`ask` starts a new one)."""
+        self.kill()
+
+    @property
+    def pid(self) -> int | None:
+        """The live process's id, or None."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
