@@ -167,9 +167,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             given.setdefault(head, {})[sub] = value
         elif head in RunConfig.model_fields:
             given[head] = value
-    from rlab.engine.run_file import merge_run_file
+    from rlab.engine.run_config import merge_run_config
 
-    given = merge_run_file(given)
+    given = merge_run_config(given)
     try:
         return RunConfig.model_validate(given)
     except ValidationError as err:
@@ -215,7 +215,7 @@ def check_options(config: RunConfig) -> None:
     """
     from rlab.engine.config import MODEL_ALIASES
     from rlab.scenarios import UnknownScenarioError, load_scenario
-    from rlab.scenarios.task_file import TaskError
+    from rlab.scenarios.task_scenario import TaskError
 
     try:
         scenario = load_scenario(config.scenario, config.task)

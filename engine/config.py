@@ -7,14 +7,42 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlab.engine.rewards.judge.ruler import JudgeSettings
-
 
 #: The tokens the loss is averaged over (RunConfig.loss_tokens; engine.train.trainer).
 LossTokens = Literal["with_signal", "all"]
 
 #: Model names rlab resolves itself (engine.policy.smollm2), instead of a directory.
 MODEL_ALIASES = ("smollm2-135m",)
+
+
+class JudgeSettings(BaseModel):
+    """The judge part of a run's config (what the ``--judge-*`` flags set).
+
+    Holds no API key (that comes from ``OPENAI_API_KEY``), so it can be
+    stored in the run's config and manifest as is.
+
+    Attributes:
+        model: judge model name.
+        base_url: OpenAI-compatible base URL; None is OpenAI.
+        weight: the judge's share of the reward, in [0, 1] (see
+            :func:`engine.rewards.judge.agreement.mix_rewards`); 1 is the judge alone.
+        on_failure: ``"skip"`` the group's update (counted) or ``"pause"`` the
+            run when a group's judge call fails after its retries.
+        max_retries, timeout_s: as ``engine.rewards.judge.ruler.RulerJudge`` (timeout in seconds).
+        price: (USD per 1M input tokens, USD per 1M output tokens), or None.
+        use_cache: read and write the on-disk answer cache.
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
+
+    model: str = Field(min_length=1, description="judge model name; enables the judge")
+    base_url: str | None = Field(None, description="OpenAI-compatible base URL (vLLM, Ollama, llama.cpp); None = OpenAI")
+    weight: float = Field(1.0, ge=0.0, le=1.0, description="the judge's share of the reward, 0..1")
+    on_failure: Literal["skip", "pause"] = Field("skip", description="when a group's judge call fails: skip its update, or pause the run")
+    max_retries: int = Field(3, ge=0, le=100, description="retries per judge call")
+    timeout_s: float = Field(60.0, gt=0.0, description="seconds per judge call")
+    price: tuple[float, float] | None = Field(None, description="USD per 1M input,output tokens, e.g. 0.15,0.6")
+    use_cache: bool = Field(True, description="read and write the on-disk judge answer cache")
 
 
 class RunConfig(BaseModel):
@@ -33,7 +61,7 @@ class RunConfig(BaseModel):
         None, description="your own task instead of --scenario: a task.toml (or its folder), "
         "reasoning-gym:NAME or verifiers:MODULE (see docs/tasks.md)")
     config: Path | None = Field(
-        None, description="a run file (TOML) with rlab run options as keys and an optional [task] "
+        None, description="a run config (TOML) with rlab run options as keys and an optional [task] "
         "table; flags given on the command line override it")
     model: Path | None = Field(None, description="local model directory; None builds the tiny policy")
     db: Path = Field(Path("rlab.db"), description="SQLite run file")

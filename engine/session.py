@@ -25,21 +25,21 @@ from rlab.engine.manifest import build_manifest
 from rlab.engine.policy.device import set_cpu_threads, training_options
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
-from rlab.engine.policy.tiny import ensure_tiny_model
+from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
 from rlab.engine.policy.vllm import VLLMBackend
 from rlab.engine.policy.vllm_launch import ServeSettings, ServerProcess, find_vllm_python, launch, lora_rank_limit
 from rlab.engine.policy.vllm_pool import VLLMPool, split_urls
 from rlab.engine.rewards.judge.ruler import RulerJudge
-from rlab.engine.rewards.pool import ProcessRubric, RubricVersion, ScoringProcess
 from rlab.engine.rewards.rubric import Rubric, load_rubric
+from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
+from rlab.engine.rewards.signatures import log_reward_styles
 from rlab.engine.rollout.play import Rollout
 from rlab.engine.train.checkpoint import load_checkpoint, save_checkpoint
 from rlab.engine.train.retention import prune_checkpoints
 from rlab.engine.train.trainer import TrainConfig, Trainer
-from rlab.engine.types import Example, Sampler
-from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
-from rlab.engine.rewards.signatures import log_reward_styles
-from rlab.scenarios import Scenario, load_scenario
+from rlab.engine.train.warm_start import ensure_tiny_model
+from rlab.engine.types import Example, Scenario
+from rlab.scenarios import load_scenario
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.records import GroupRecord
 from rlab.store.writer import StoreWriter
@@ -54,12 +54,12 @@ def run_dir(db: Path, name: str) -> Path:
 class Session:
     """Everything a running loop holds.
 
-    sampler is the policy itself (HF generate) or ``vllm`` (vLLM servers
-    that serve the trained LoRA adapter); ``server`` is the vLLM server
+    rollouts sample from the policy itself (HF generate) or from ``vllm``
+    (vLLM servers that serve the trained LoRA adapter); ``server`` is the vLLM server
     the run started itself (no ``--vllm-url``), stopped by
     :meth:`close_servers`; judge is None without
     ``--judge-model``. rubric scores in ``scoring``, a separate process,
-    so user reward code never runs in the engine (engine.rewards.pool).
+    so user reward code never runs in the engine (engine.rewards.scoring_process).
     reward_version counts the rubric versions applied (1 = the scenario's
     file); first_step is 1, or the step after the checkpoint a resumed run
     restarts from. recent_groups: the last step's groups, which a reward
@@ -69,7 +69,6 @@ class Session:
     config: RunConfig
     scenario: Scenario
     policy: Policy
-    sampler: Sampler
     vllm: VLLMPool | None
     trainer: Trainer
     rollout: Rollout
@@ -138,7 +137,7 @@ def with_scenario_defaults(config: RunConfig, scenario: Scenario) -> RunConfig:
 
     A scenario may need other settings than the arithmetic recipe (e.g.
     reward_hacking needs room for several numbers: ``max_new_tokens`` 12).
-    A value the user set (a flag or a run-file key) always wins.
+    A value the user set (a flag or a run-config key) always wins.
     """
     update = {k: v for k, v in scenario.run_defaults.items() if k not in config.model_fields_set}
     return config.model_copy(update=update) if update else config
@@ -172,7 +171,7 @@ def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> _Parts:
         vllm, server = _rollout_servers(config, model_dir, policy)
     judge = None
     if config.judge is not None:
-        judge = config.judge.build(rubric=scenario.judge_rubric)
+        judge = RulerJudge.from_settings(config.judge, rubric=scenario.judge_rubric)
     rollout = Rollout(vllm or policy, scenario, config, tokenizer=policy.tokenizer)
     return _Parts(policy, vllm, trainer, rollout, judge, server)
 
@@ -231,12 +230,12 @@ def start(config: RunConfig) -> Session:
     manifest = build_manifest(scenario=scenario, config=config,
                               chat_template=parts.policy.tokenizer.chat_template,
                               reward_source=rubric.source, model_dir=model_dir)
-    manifest["config"] = stored  # the resolved options (flags over run file over task defaults)
+    manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
     run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)
     parts.with_events(writer, run_id)
     writer.write_reward_version(run_id, 1, rubric.source, rubric.weights)
     scoring = ScoringProcess()
-    return Session(config, scenario, parts.policy, parts.vllm or parts.policy, parts.vllm, parts.trainer,
+    return Session(config, scenario, parts.policy, parts.vllm, parts.trainer,
                    parts.rollout, parts.judge, writer, run_id, name, reward_file, ProcessRubric(rubric, scoring),
                    scoring, 1, 1, random.Random(config.seed), server=parts.server)
 
@@ -267,7 +266,7 @@ def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
               else load_rubric(reward_file))
     version = latest["version"] if latest else 1
     scoring = ScoringProcess()
-    return Session(merged, scenario, parts.policy, parts.vllm or parts.policy, parts.vllm, parts.trainer,
+    return Session(merged, scenario, parts.policy, parts.vllm, parts.trainer,
                    parts.rollout, parts.judge, writer, found["id"], found["name"], reward_file,
                    ProcessRubric(rubric, scoring), scoring, version, first_step, rng, server=parts.server)
 

@@ -19,20 +19,18 @@ import math
 import sys
 import time
 
-import numpy as np
-
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.device import peak_memory_metric
 from rlab.engine.reporting import Reporter
-from rlab.engine.rewards.edit import CHECK_GROUPS, EditRejected, accept_edit, check_samples
+from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
 from rlab.engine.rewards.scoring import Scored, score
-from rlab.engine.rollout.batch import to_batch
 from rlab.engine.session import Session, checkpoint, start
-from rlab.engine.train.advantages import group_stats, rollout_advantages
+from rlab.engine.train.advantages import rollout_advantages
+from rlab.engine.train.batch import to_batch
 from rlab.engine.train.guard import check_finite
 from rlab.engine.types import StepBatch
 from rlab.store.control import Controller
-from rlab.store.stepstats import component_stats, length_stats
+from rlab.store.stepstats import step_stats
 
 
 def run(config: RunConfig) -> dict:
@@ -95,7 +93,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         warm = min(1.0, step / cfg.lr_warmup_steps) if cfg.lr_warmup_steps else 1.0
         session.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
         metrics = train_step(session, controller, step)
-        metrics["learning_rate"] = session.trainer.optimizer.param_groups[0]["lr"]
+        metrics["learning_rate"] = session.trainer.learning_rate
         if step % cfg.eval_every == 0:
             t_eval = time.perf_counter()
             held_out = evaluate(session)
@@ -198,16 +196,12 @@ def _record_reward_errors(session: Session, controller: Controller, step: int, b
 
 def _step_metrics(batch: StepBatch, update: dict[str, float], seconds: float, version: int,
                   device: str = "cpu") -> dict[str, float]:
-    """The step's metrics, named as TRL names them where TRL has the metric;
-    ``update`` holds the trainer's, ``version`` is the reward version in force."""
+    """The step's metrics, named as TRL names them where TRL has the metric:
+    the reward, per-function and length metrics from the stored records
+    (``store.stepstats.step_stats``, the importers' definition too), then the
+    trainer's (``update``), wall seconds, the reward version in force and errors."""
     return {
-        # TRL's per-reward-function and completion-length metrics, from the stored records
-        **component_stats(batch.groups),
-        **length_stats(batch.groups),
-        **group_stats(batch.rewards.tolist()),
-        "reward_min": float(batch.rewards.min()),
-        "reward_max": float(batch.rewards.max()),
-        "completions/mean_length": float(np.mean(batch.lengths)),
+        **step_stats(batch.groups),
         "step_seconds": seconds,
         "step_time": seconds,  # TRL's name for the same wall-clock seconds
         "reward_errors": batch.errors,
@@ -222,7 +216,7 @@ def apply_reward_edit(session: Session, controller: Controller, step: int) -> No
     """Apply a pending ``set_rewards`` at this step boundary, or reject it with the reason.
 
     The edit passes the reward editor's checks first, on the last step's
-    groups (engine.rewards.edit); a rejected edit leaves the run on its
+    groups (engine.rewards.edit.gate); a rejected edit leaves the run on its
     current version and never fails it.
     """
     assert controller.pending_rewards is not None

@@ -13,11 +13,10 @@ the store may not import the engine. See docs/architecture.md.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-import numpy as np
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rlab.store.records import GroupRecord
 
@@ -240,21 +239,73 @@ class Environment(Protocol):
         ...
 
 
+@runtime_checkable
+class Scenario(Protocol):
+    """What the engine needs from a task (single-turn; see :class:`MultiStepScenario`).
+
+    name: the scenario's name in run files. multi_step: its trajectories are
+    environment episodes (then it is also a :class:`MultiStepScenario`).
+    system_prompt: the first message of every prompt, or None. reward_file:
+    the rubric file each run copies and may edit. judge_rubric: the RULER
+    judge's instructions for this task, or None for the judge's default.
+    warm_start_target / warm_start_steps: the tiny policy's warm start stops
+    at this greedy probe pass@1 (None: never early) or after this many
+    supervised steps. run_defaults: RunConfig values this task needs instead
+    of the arithmetic recipe's (e.g. a longer ``max_new_tokens``); a value
+    the user set explicitly wins.
+    """
+
+    name: str
+    multi_step: bool
+    system_prompt: str | None
+    reward_file: Path
+    judge_rubric: str | None
+    warm_start_target: float | None
+    warm_start_steps: int
+    run_defaults: Mapping[str, Any]
+
+    def train_examples(self, seed: int) -> list[Example]:
+        """The train split, shuffled or drawn with ``seed``."""
+        ...
+
+    def eval_examples(self) -> list[Example]:
+        """The fixed held-out split (the same for every seed)."""
+        ...
+
+    def sft_pairs(self, seed: int) -> list[tuple[str, str]]:
+        """(context, completion) text pairs the tiny policy is warm-started on."""
+        ...
+
+
+@runtime_checkable
+class MultiStepScenario(Scenario, Protocol):
+    """A scenario whose trajectories are episodes in an environment.
+
+    max_turns: assistant turns at most per episode. make_env: a fresh
+    environment for one example (it seeds itself from the example, so every
+    episode of a group starts from the same state).
+    """
+
+    max_turns: int
+
+    def make_env(self, example: Example) -> Environment:
+        """A fresh environment for ``example``."""
+        ...
+
+
 @dataclass
 class StepBatch:
     """What one step's rollouts produced, ready to store and train on.
 
-    groups: store records, one per example. samples: trainer inputs (one per
-    trajectory: a multi-step episode trains as one sequence). rewards: (P, G) float64, the
-    rewards the advantages were computed from. lengths: completion tokens
-    per trajectory. errors / first_error: reward-function errors this step.
-    metrics: extra per-step metrics (judge, GiGPO, episodes).
+    groups: store records, one per example (each trajectory's record holds
+    the reward its advantage was computed from). samples: trainer inputs (one
+    per trajectory: a multi-step episode trains as one sequence). errors /
+    first_error: reward-function errors this step. metrics: extra per-step
+    metrics (judge, GiGPO, episodes).
     """
 
     groups: list[GroupRecord]
     samples: list[TrainSample]
-    rewards: np.ndarray
-    lengths: list[int]
     errors: int = 0
     first_error: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)

@@ -1,81 +1,51 @@
 """Scenarios: tasks with their data, environment and rubric (reward file).
 
-A scenario is looked up by name with :func:`get_scenario`. Each one lives in
-its own sub-package and exposes a module-level ``SCENARIO`` object that
-satisfies :class:`Scenario` (see docs/interfaces.md).
+A scenario is looked up by name with :func:`get_scenario`. Built-in
+scenarios are found, not listed: every sub-package of ``rlab.scenarios``
+is one, exposing a module-level ``SCENARIO`` that satisfies
+:class:`rlab.engine.types.Scenario` (docs/interfaces.md), so adding a
+scenario is adding a folder. Scenarios from other installed packages
+register under the entry-point group :data:`ENTRY_POINT_GROUP` (the name is
+the scenario's, the object its ``SCENARIO`` or a module holding one), so
+they are used without editing this package; a built-in name always wins.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-from pathlib import Path
+import pkgutil
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
 
-from rlab.engine.types import Environment, Example
+from rlab.engine.types import Scenario
 
-#: Scenario names in the order the TUI offers them; the first is the default.
-SCENARIOS: tuple[str, ...] = ("arithmetic", "number_guess", "game2048", "support_replies", "reward_hacking", "maze", "maze_large", "maze_tight", "maze_loose", "maze_loose_strict")
-
-DEFAULT_SCENARIO = SCENARIOS[0]
-
-
-@runtime_checkable
-class Scenario(Protocol):
-    """What the engine needs from a task (single-turn; see :class:`MultiStepScenario`).
-
-    name: the scenario's name in run files. multi_step: its trajectories are
-    environment episodes (then it is also a :class:`MultiStepScenario`).
-    system_prompt: the first message of every prompt, or None. reward_file:
-    the rubric file each run copies and may edit. judge_rubric: the RULER
-    judge's instructions for this task, or None for the judge's default.
-    warm_start_target / warm_start_steps: the tiny policy's warm start stops
-    at this greedy probe pass@1 (None: never early) or after this many
-    supervised steps. run_defaults: RunConfig values this task needs instead
-    of the arithmetic recipe's (e.g. a longer ``max_new_tokens``); a value
-    the user set explicitly wins.
-    """
-
-    name: str
-    multi_step: bool
-    system_prompt: str | None
-    reward_file: Path
-    judge_rubric: str | None
-    warm_start_target: float | None
-    warm_start_steps: int
-    run_defaults: Mapping[str, Any]
-
-    def train_examples(self, seed: int) -> list[Example]:
-        """The train split, shuffled or drawn with ``seed``."""
-        ...
-
-    def eval_examples(self) -> list[Example]:
-        """The fixed held-out split (the same for every seed)."""
-        ...
-
-    def sft_pairs(self, seed: int) -> list[tuple[str, str]]:
-        """(context, completion) text pairs the tiny policy is warm-started on."""
-        ...
+#: The scenario a run uses when none is named (the embedded tiny policy's).
+DEFAULT_SCENARIO = "arithmetic"
+#: Entry-point group under which other packages register scenarios.
+ENTRY_POINT_GROUP = "rlab.scenarios"
 
 
-@runtime_checkable
-class MultiStepScenario(Scenario, Protocol):
-    """A scenario whose trajectories are episodes in an environment.
+@functools.cache
+def builtin_scenarios() -> tuple[str, ...]:
+    """Names of the built-in scenarios (the sub-packages of this package),
+    the default first, then alphabetical."""
+    found = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg)
+    return (DEFAULT_SCENARIO, *[n for n in found if n != DEFAULT_SCENARIO])
 
-    max_turns: assistant turns at most per episode. make_env: a fresh
-    environment for one example (it seeds itself from the example, so every
-    episode of a group starts from the same state).
-    """
 
-    max_turns: int
-
-    def make_env(self, example: Example) -> Environment:
-        """A fresh environment for ``example``."""
-        ...
+def scenario_names() -> tuple[str, ...]:
+    """Every scenario name a run accepts: the built-in ones, then those of
+    installed packages (entry points), sorted; a name taken by a built-in is skipped."""
+    builtin = builtin_scenarios()
+    plugins = sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)} - set(builtin))
+    return (*builtin, *plugins)
 
 
 class UnknownScenarioError(ValueError):
-    """Raised by :func:`get_scenario` for a name that is not in SCENARIOS."""
+    """Raised by :func:`get_scenario` for a name that is not a scenario (:func:`scenario_names`)."""
 
 
 def get_scenario(name: str | Mapping[str, Any]) -> Scenario:
@@ -85,23 +55,28 @@ def get_scenario(name: str | Mapping[str, Any]) -> Scenario:
     ``verifiers:MODULE`` or a table of task keys (``scenarios.task_file``).
 
     Raises:
-        UnknownScenarioError: ``name`` is neither one of :data:`SCENARIOS`
-            nor a task reference; the message lists the known names.
-        scenarios.task_file.TaskError: a task that cannot be loaded.
+        UnknownScenarioError: ``name`` is neither a scenario
+            (:func:`scenario_names`) nor a task reference; the message lists
+            the known names.
+        scenarios.task_scenario.TaskError: a task that cannot be loaded.
     """
     if not isinstance(name, str) or _is_task(name):
         from rlab.scenarios.task_file import load_task
 
         return load_task(name)
-    if name not in SCENARIOS:
-        known = ", ".join(SCENARIOS)
+    if name in builtin_scenarios():
+        return importlib.import_module(f"{__name__}.{name}").SCENARIO
+    plugin = next((ep for ep in entry_points(group=ENTRY_POINT_GROUP, name=name)), None)
+    if plugin is None:
+        known = ", ".join(scenario_names())
         raise UnknownScenarioError(f"unknown scenario {name!r}; choose one of: {known} "
                                    "(or --task PATH for your own task)")
-    return importlib.import_module(f"{__name__}.{name}").SCENARIO
+    loaded = plugin.load()
+    return getattr(loaded, "SCENARIO", loaded)
 
 
 def _is_task(name: str) -> bool:
-    return name not in SCENARIOS and (":" in name or name.endswith(".toml") or Path(name).exists())
+    return name not in builtin_scenarios() and (":" in name or name.endswith(".toml") or Path(name).exists())
 
 
 def load_scenario(name: str, task: str | Mapping[str, Any] | None = None) -> Scenario:
@@ -110,7 +85,7 @@ def load_scenario(name: str, task: str | Mapping[str, Any] | None = None) -> Sce
 
     Raises:
         UnknownScenarioError: no scenario ``name``.
-        scenarios.task_file.TaskError: the task cannot be loaded.
+        scenarios.task_scenario.TaskError: the task cannot be loaded.
     """
     if task is None:
         return get_scenario(name)

@@ -13,7 +13,7 @@ gymnasium's five-tuple ``(observation, reward, terminated, truncated,
 info)``. An observation is a string (one user message) or a list of chat
 messages. ``info["invalid"] = True`` marks an action the environment could
 not apply. :class:`UserEnv` adapts such a class to the engine's protocol
-(``engine.rollout.episodes.Env``), so user environments run through the
+(``engine.types.Environment``), so user environments run through the
 same multi-turn engine, GiGPO and advantages view as number_guess.
 
 The file is loaded by path under a private module name; its folder is never
@@ -29,7 +29,7 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.task_file import TaskError, state_key_of
+from rlab.scenarios.task_scenario import TaskError, state_key_of
 
 
 def load_module(path: Path, role: str):

@@ -10,23 +10,18 @@ folder). Paths are relative to the toml file.
 
 from __future__ import annotations
 
-import random
 import tomllib
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-#: Seed of the held-out split taken from train when a task has no ``eval``.
-HELD_OUT_SEED = 20250521
-HELD_OUT_FRACTION = 0.1
+from rlab.scenarios import third_party
+from rlab.scenarios.task_env import load_env_factory
+from rlab.scenarios.task_scenario import HELD_OUT_FRACTION, HELD_OUT_SEED, TaskError, TaskScenario, held_out_split
+
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-
-
-class TaskError(ValueError):
-    """A task that cannot be loaded; the message names the key, file or column and the fix."""
 
 
 class TaskSpec(BaseModel):
@@ -35,7 +30,7 @@ class TaskSpec(BaseModel):
     Paths (``train``, ``eval``, ``rewards``, the file part of ``env``) are
     relative to the toml's folder. ``max_new_tokens`` is the task's default
     completion length (tokens per turn); a ``--max-new-tokens`` flag or a
-    run file key overrides it. ``env`` names a multi-step environment class
+    run-config key overrides it. ``env`` names a multi-step environment class
     as ``"env.py:ClassName"`` (protocol in docs/tasks.md); ``max_turns``
     bounds its episodes (assistant turns).
     """
@@ -79,72 +74,6 @@ class ReasoningGymSpec(BaseModel):
     max_new_tokens: int | None = Field(None, ge=1)
 
 
-@dataclass
-class TaskScenario:
-    """A user task as a scenario (see ``scenarios.Scenario``).
-
-    ``dataset_info`` goes into the run's manifest: the data files, row
-    counts and how the held-out split was made.
-    """
-
-    name: str
-    system_prompt: str | None
-    reward_file: Path
-    train: list[dict[str, Any]]
-    eval: list[dict[str, Any]]
-    dataset_info: dict[str, Any]
-    max_new_tokens: int | None = None
-    max_turns: int = 8
-    env_factory: Callable[[dict[str, Any]], Any] | None = None
-    multi_step: bool = field(init=False)
-    judge_rubric: str | None = None
-    # The tiny policy's warm start on a user task: the arithmetic recipe's target and budget.
-    warm_start_target: float | None = 0.4
-    warm_start_steps: int = 4000
-
-    @property
-    def run_defaults(self) -> dict[str, Any]:
-        """The task's own ``max_new_tokens``, when its task.toml sets one."""
-        return {} if self.max_new_tokens is None else {"max_new_tokens": self.max_new_tokens}
-
-    def __post_init__(self) -> None:
-        self.multi_step = self.env_factory is not None
-
-    def train_examples(self, seed: int) -> list[dict[str, Any]]:
-        """The train split, shuffled with ``seed``."""
-        examples = list(self.train)
-        random.Random(seed).shuffle(examples)
-        return examples
-
-    def eval_examples(self) -> list[dict[str, Any]]:
-        """The held-out split (the ``eval`` file, or the seeded 10 % of train)."""
-        return list(self.eval)
-
-    def make_env(self, example: dict[str, Any]):
-        """A fresh environment for one episode of ``example`` (multi-step tasks)."""
-        if self.env_factory is None:
-            raise TaskError(f"task {self.name!r} has no env; add env = \"env.py:ClassName\" to its task.toml")
-        return self.env_factory(example)
-
-    def sft_pairs(self, seed: int) -> list[tuple[str, str]]:
-        """(prompt text, answer) pairs of the train split: the tiny policy's warm start.
-
-        Raises:
-            TaskError: the task is multi-step or has no answers; pass --model.
-        """
-        if self.multi_step or not any(str(ex["answer"]) for ex in self.train):
-            raise TaskError(f"task {self.name!r}: the built-in tiny policy warm-starts on the answers of "
-                            "a single-turn task; pass --model PATH (or --model smollm2-135m)")
-        head = self.system_prompt or ""
-        return [(head + _prompt_text(ex["prompt"]), str(ex["answer"])) for ex in self.train_examples(seed)]
-
-
-def _prompt_text(prompt: Any) -> str:
-    if isinstance(prompt, list):
-        return "".join(str(m.get("content", "")) for m in prompt)
-    return str(prompt)
-
-
 def load_task(ref: str | Path | Mapping[str, Any]) -> Any:
     """The scenario of a task reference.
 
@@ -165,8 +94,6 @@ def load_task(ref: str | Path | Mapping[str, Any]) -> Any:
     text = str(ref)
     kind, _, name = text.partition(":")
     if kind in ("reasoning-gym", "verifiers") and name:
-        from rlab.scenarios import third_party
-
         return third_party.reasoning_gym_task(name) if kind == "reasoning-gym" else third_party.verifiers_task(name)
     path = Path(text)
     toml_path = path / "task.toml" if path.is_dir() else path
@@ -182,8 +109,6 @@ def load_task(ref: str | Path | Mapping[str, Any]) -> Any:
 
 def _from_table(raw: dict[str, Any], base: Path, where: str) -> Any:
     if "reasoning_gym" in raw:
-        from rlab.scenarios import third_party
-
         spec = _validated(ReasoningGymSpec, raw, where)
         task = third_party.reasoning_gym_task(spec.reasoning_gym, spec.config)
         task.system_prompt = spec.system_prompt or task.system_prompt
@@ -230,8 +155,6 @@ def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
     info |= {"train_rows": len(train), "eval_rows": len(held_out)}
     factory = None
     if spec.env is not None:
-        from rlab.scenarios.task_env import load_env_factory
-
         factory = load_env_factory(base, spec.env, where)
     name = spec.name or (base.name if Path(where).name == "task.toml" else Path(where).stem)
     return TaskScenario(name=name, system_prompt=spec.system_prompt, reward_file=rewards, train=train,
@@ -277,17 +200,6 @@ def read_rows(path: Path, key: str, where: str) -> list[dict[str, Any]]:
         raise TaskError(f"{where}: {key} = {path}: cannot read it with datasets: {err}") from None
 
 
-def held_out_split(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(train, held-out): a seeded 10 % of ``rows`` (at least one row) held out."""
-    if len(rows) < 2:
-        raise TaskError(f"train has {len(rows)} row(s): too few to hold 10 % out; add rows or an eval file")
-    order = list(range(len(rows)))
-    random.Random(HELD_OUT_SEED).shuffle(order)
-    n_eval = max(1, round(HELD_OUT_FRACTION * len(rows)))
-    held = set(order[:n_eval])
-    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
-
-
 def _examples(rows: list[dict[str, Any]], spec: TaskSpec, key: str, where: str) -> list[dict[str, Any]]:
     """Rows as examples: every column, plus ``id``, ``prompt`` and ``answer``."""
     columns = list(rows[0]) if rows else []
@@ -319,12 +231,3 @@ def _example(i: int, row: dict[str, Any], spec: TaskSpec, key: str, where: str) 
 def _is_messages(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m and "content" in m
                                            for m in value)
-
-
-def state_key_of(value: Any) -> Hashable:
-    """A state key as the engine needs it: hashable (lists become tuples)."""
-    if isinstance(value, list):
-        return tuple(state_key_of(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, state_key_of(v)) for k, v in value.items()))
-    return value

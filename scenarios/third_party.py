@@ -1,7 +1,7 @@
 """Third-party tasks: ``--task reasoning-gym:NAME`` and ``--task verifiers:MODULE``.
 
 Both packages are optional (``pip install 'rollout-lab[tasks]'``). Each task
-becomes a :class:`scenarios.task_file.TaskScenario` whose reward file is
+becomes a :class:`scenarios.task_scenario.TaskScenario` whose reward file is
 generated once into the rlab cache (and, as for every run, copied into the
 run's folder, where it can be edited live):
 
@@ -27,7 +27,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.task_file import TaskError, TaskScenario, held_out_split
+from rlab.scenarios.task_env import load_module
+from rlab.scenarios.task_scenario import TaskError, TaskScenario, held_out_split
 
 EXTRA = "pip install 'rollout-lab[tasks]'"
 TRAIN_SIZE, EVAL_SIZE = 2000, 200
@@ -45,7 +46,7 @@ def _require(module: str, package: str) -> None:
 
 
 def _task_dir(kind: str, name: str) -> Path:
-    from rlab.engine.policy.tiny import cache_root
+    from rlab.engine.paths import cache_root
 
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     folder = cache_root() / "tasks" / f"{kind}-{safe}"
@@ -153,7 +154,6 @@ def load_environment(module: str) -> Any:
         TaskError: the module cannot be found or has no ``load_environment``.
     """
     if module.endswith(".py"):
-        from rlab.scenarios.task_env import load_module
 
         loaded = load_module(Path(module).resolve(), f"--task verifiers:{module}")
     else:

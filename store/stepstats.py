@@ -25,8 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rlab.store.records import GroupRecord
+
+#: The ``scale`` of :func:`grpo_advantages`: GRPO's std, or none (Dr. GRPO).
+SCALES = ("std", "none")
 
 
 def reward_stats(rewards_by_group: Sequence[Sequence[float]]) -> dict[str, float]:
@@ -53,15 +57,63 @@ def reward_stats(rewards_by_group: Sequence[Sequence[float]]) -> dict[str, float
     }
 
 
-def grpo_advantages(rewards: list[float]) -> list[float]:
-    """GRPO advantages of one group, for imported runs whose tool stored none
-    (evaluations): (r_i - mean r) / (std r + 1e-4), std ddof 1, zeros for a
-    group of one (Shao et al. 2024, arXiv 2402.03300, sec. 4.1.2; TRL's eps;
-    the engine trains with ``rlab.engine.train.advantages.grpo``)."""
+def as_rewards(rewards: ArrayLike) -> np.ndarray:
+    """``rewards`` as a float64 array of at least one dimension.
+
+    Raises:
+        ValueError: a scalar, or a non-finite reward.
+    """
     arr = np.asarray(rewards, dtype=np.float64)
-    if arr.size < 2:
-        return [0.0] * arr.size
-    return ((arr - arr.mean()) / (arr.std(ddof=1) + 1e-4)).tolist()
+    if arr.ndim == 0:
+        raise ValueError("rewards must be a sequence of floats (one group), got a scalar")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("rewards contain NaN or inf; fix the reward function that produced them")
+    return arr
+
+
+def _unbiased_std(arr: np.ndarray) -> np.ndarray:
+    """Std with ddof 1 along the last axis; 0 for a group of one (no spread)."""
+    if arr.shape[-1] < 2:
+        return np.zeros(arr.shape[:-1])
+    return arr.std(axis=-1, ddof=1)
+
+
+def grpo_advantages(rewards: ArrayLike, *, eps: float = 1e-4, scale: str = "std") -> np.ndarray:
+    """GRPO group-relative advantages (Shao et al. 2024, arXiv 2402.03300, sec. 4.1.2).
+
+    The engine trains with them (``engine.train.advantages.grpo``) and the
+    importers fill them in for runs whose tool stored none (evaluations).
+
+    A_i = (r_i - mean_j r_j) / (std_j r_j + eps), std unbiased (ddof 1).
+
+    Args:
+        rewards: float array of shape (G,) for one group, or (..., G) for
+            several groups of equal size (normalised along the last axis).
+        eps: added to the std (default 1e-4, TRL's value).
+        scale: ``"std"`` (GRPO) or ``"none"`` (Dr. GRPO: A_i = r_i - mean r,
+            Liu et al. 2025, arXiv 2503.20783).
+
+    Returns:
+        float64 array, same shape as ``rewards``. A group of one gives 0;
+        a group whose rewards are all equal gives exactly 0.
+
+    Raises:
+        ValueError: unknown ``scale``, a scalar input, or non-finite rewards.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    arr = as_rewards(rewards)
+    # centre on the first reward before averaging so all-equal groups give exact zeros
+    shifted = arr - arr[..., :1]
+    centred = shifted - shifted.mean(axis=-1, keepdims=True)
+    if scale == "none":
+        return centred
+    return safe_divide(centred, _unbiased_std(arr)[..., None] + eps)
+
+
+def safe_divide(centred: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """centred / scale, 0 where scale is 0 (then centred is 0 too: no spread, eps 0)."""
+    return np.divide(centred, scale, out=np.zeros(np.broadcast_shapes(centred.shape, scale.shape)), where=scale > 0)
 
 
 def _nan_stats(values: list[float]) -> tuple[float | None, float | None]:

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from rlab.engine.train.advantages import group_stats, grpo, rloo
+from rlab.engine.train.advantages import grpo, rloo
+from rlab.store.stepstats import reward_stats
 
 
 def test_grpo_hand_computed_with_unbiased_std_and_eps():
@@ -51,20 +52,20 @@ def test_rloo_leave_one_out_baseline():
     assert np.all(rloo([3.0]) == 0.0)
 
 
-def test_group_stats_follow_trl_definitions():
-    stats = group_stats([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])
+def test_reward_stats_follow_trl_definitions():
+    stats = reward_stats([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])
     assert stats["reward"] == pytest.approx(5 / 6)
     # within-group unbiased stds: sqrt(0.5), 0, sqrt(2)
     assert stats["reward_std"] == pytest.approx((math.sqrt(0.5) + 0 + math.sqrt(2)) / 3)
     assert stats["frac_reward_zero_std"] == pytest.approx(1 / 3)
 
 
-def test_group_stats_group_of_one_counts_as_zero_std():
-    assert group_stats([[0.7]]) == {"reward": pytest.approx(0.7), "reward_std": 0.0, "frac_reward_zero_std": 1.0}
+def test_reward_stats_group_of_one_counts_as_zero_std():
+    assert reward_stats([[0.7]]) == {"reward": pytest.approx(0.7), "reward_std": 0.0, "frac_reward_zero_std": 1.0}
 
 
-def test_group_stats_rejects_empty_input():
+def test_reward_stats_rejects_empty_input():
     with pytest.raises(ValueError, match="at least one group"):
-        group_stats([])
+        reward_stats([])
     with pytest.raises(ValueError, match="empty group"):
-        group_stats([[1.0], []])
+        reward_stats([[1.0], []])

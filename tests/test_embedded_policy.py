@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from rlab.engine.config import RunConfig
-from rlab.engine.policy.build_tiny import file_digests
 from rlab.engine.policy.model import Policy
-from rlab.engine.policy.tiny import EMBEDDED_DIR, MANIFEST_NAME, ensure_tiny_model, shipped_manifest
+from rlab.engine.policy.tiny import EMBEDDED_DIR, MANIFEST_NAME, shipped_manifest
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.play import Rollout
-from rlab.scenarios import get_scenario
+from rlab.engine.train.build_tiny import file_digests
+from rlab.engine.train.warm_start import ensure_tiny_model
+from rlab.scenarios import builtin_scenarios, get_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,7 +67,7 @@ def test_a_run_starts_between_30_and_55_percent_held_out_pass_at_1():
 
 _BUILD = """
 import json, sys, torch
-from rlab.engine.policy.build_tiny import build
+from rlab.engine.train.build_tiny import build
 manifest = build({out!r}, threads={threads})
 print(json.dumps(manifest))
 """
@@ -99,10 +100,12 @@ def test_a_non_editable_wheel_ships_the_model(tmp_path):
     names = zipfile.ZipFile(next(tmp_path.glob("rollout_lab-*.whl"))).namelist()
     for name in [*shipped_manifest()["files"], MANIFEST_NAME]:
         assert f"rlab/engine/policy/embedded/{name}" in names
+    for scenario in builtin_scenarios():  # found by setuptools, not listed by hand
+        assert f"rlab/scenarios/{scenario}/__init__.py" in names
 
 
 def test_a_warm_start_that_misses_its_target_says_so():
-    from rlab.engine.policy.tiny import WarmStartError, warm_start
+    from rlab.engine.train.warm_start import WarmStartError, warm_start
 
     with pytest.raises(WarmStartError, match="probe pass@1 0.00 < target 0.5 in 10 steps; raise"):
         warm_start(get_scenario("arithmetic"), seed=0, target=0.5, max_steps=10)

@@ -53,7 +53,7 @@ def _check_verifiers(folder: Path, db: Path) -> None:
         for row, line in zip(rows, expected):
             for name in ("exact", "brief"):
                 assert row["components"][name] == line["metrics"][name]
-        assert [r["advantage"] for r in rows] == pytest.approx(grpo_advantages([e["reward"] for e in expected]))
+        assert [r["advantage"] for r in rows] == pytest.approx(grpo_advantages([e["reward"] for e in expected]).tolist())
 
 
 def test_real_verifiers_outputs_import(tmp_path):

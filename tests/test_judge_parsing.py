@@ -99,11 +99,12 @@ def test_ranks_share_the_best_rank_on_ties():
 def test_settings_validate_and_build(tmp_path):
     from pydantic import ValidationError
 
-    from rlab.engine.rewards.judge.ruler import JudgeSettings
+    from rlab.engine.config import JudgeSettings
+    from rlab.engine.rewards.judge.ruler import RulerJudge
 
     settings = JudgeSettings(model="qwen2.5:7b", base_url="http://localhost:11434/v1",
                              weight=0.8, on_failure="pause", price=(0.5, 1.5))
-    judge = settings.build("Be kind.", cache_dir=tmp_path)
+    judge = RulerJudge.from_settings(settings, "Be kind.", cache_dir=tmp_path)
     assert (judge.model, judge.base_url, judge.rubric) == ("qwen2.5:7b",
                                                            "http://localhost:11434/v1", "Be kind.")
     assert judge.prices == {"qwen2.5:7b": (0.5, 1.5)} and judge.cache.directory == tmp_path

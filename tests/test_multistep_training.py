@@ -13,15 +13,15 @@ from test_multiturn import ScriptedPolicy, bisect, last_interval
 
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.model import Policy
-from rlab.engine.rewards.edit import accept_edit, check_samples
+from rlab.engine.rewards.edit.gate import accept_edit, check_samples
 from rlab.engine.rewards.judge.ruler import RulerJudge
-from rlab.engine.rewards.pool import ProcessRubric, ScoringProcess
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rewards.scoring import score
-from rlab.engine.rollout.batch import episode_samples, to_batch, train_samples
+from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
 from rlab.engine.rollout.episodes import run_group
 from rlab.engine.rollout.play import Rollout
 from rlab.engine.train.advantages import grpo, rollout_advantages
+from rlab.engine.train.batch import episode_samples, to_batch, train_samples
 from rlab.engine.train.trainer import TrainConfig, Trainer, _collate
 from rlab.engine.types import Rollouts
 from rlab.scenarios.number_guess import SCENARIO as GUESS
@@ -204,8 +204,8 @@ def test_the_reward_editor_preview_scores_env_reward_as_the_run_did(tmp_path):
     """Stored groups re-scored outside the run (the editor's preview, the group
     view's version compare) get the turns' stored environment rewards: a rubric
     that weighs only env_reward gives each episode what the environment paid."""
-    from rlab.engine.rewards.check import dry_run
-    from rlab.engine.rewards.submit import recent_groups
+    from rlab.engine.rewards.edit.check import dry_run
+    from rlab.engine.rewards.edit.stored import recent_groups
     from rlab.store.reader import StoreReader
     from rlab.store.writer import StoreWriter
 

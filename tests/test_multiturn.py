@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlab.engine.rollout.batch import train_samples
 from rlab.engine.rollout.episodes import InitialStateMismatch, observation_key, run_episodes, run_group
 from rlab.engine.train.advantages import batch_advantages, gigpo_group
+from rlab.engine.train.batch import train_samples
 from rlab.engine.types import Sample
 from rlab.scenarios.game2048 import SCENARIO as GAME2048
 from rlab.scenarios.game2048.board import from_text, legal_moves

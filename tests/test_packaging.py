@@ -4,6 +4,7 @@ user's own folders named like ours never shadow the installed modules."""
 from __future__ import annotations
 
 import json
+import runpy
 import shutil
 import subprocess
 import sys
@@ -16,12 +17,14 @@ ROOT = Path(__file__).resolve().parents[1]
 TOP_LEVEL = ("engine", "store", "tui", "scenarios")
 
 
-def test_every_package_folder_is_listed_in_pyproject():
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+def test_setup_finds_every_package_folder_under_the_namespace():
+    setup = runpy.run_path(str(ROOT / "setup.py"), run_name="rlab_setup")
     on_disk = {"rlab." + ".".join(init.parent.relative_to(ROOT).parts)
                for top in TOP_LEVEL for init in (ROOT / top).rglob("__init__.py")}
-    assert on_disk == set(setuptools["packages"])
-    assert setuptools["package-dir"] == {f"rlab.{top}": top for top in TOP_LEVEL}
+    assert set(setup["rlab_packages"]()) == on_disk
+    assert setup["TOP_LEVEL"] == TOP_LEVEL
+    assert "packages" not in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"].get("setuptools", {}), \
+        "a package list in pyproject.toml would have to be edited by hand for each new scenario"
 
 
 def _shadowing_folders(cwd: Path) -> None:
@@ -50,7 +53,7 @@ def test_a_run_in_a_folder_holding_engine_and_scenarios_uses_ours(tmp_path, raw_
 
 
 def test_the_reward_sandbox_child_ignores_the_working_directory(tmp_path, monkeypatch):
-    from rlab.engine.rewards.check import validate
+    from rlab.engine.rewards.edit.check import validate
 
     _shadowing_folders(tmp_path)
     monkeypatch.chdir(tmp_path)

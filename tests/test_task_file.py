@@ -9,7 +9,8 @@ import datasets
 import pytest
 
 from rlab.scenarios import get_scenario
-from rlab.scenarios.task_file import TaskError, TaskScenario, load_task
+from rlab.scenarios.task_file import load_task
+from rlab.scenarios.task_scenario import TaskError, TaskScenario
 
 ROWS = [{"question": f"{a}+{a}=", "solution": str(2 * a), "level": a % 3} for a in range(20)]
 REWARDS = "def correct(completions, solution, **kwargs):\n    return [float(c == s) for c, s in zip(completions, solution)]\n"

@@ -15,7 +15,7 @@ import pytest
 from rlab.engine.config import RunConfig
 from rlab.engine.step import run
 from rlab.scenarios import get_scenario
-from rlab.scenarios.task_file import TaskError
+from rlab.scenarios.task_scenario import TaskError
 from rlab.store.reader import StoreReader
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"

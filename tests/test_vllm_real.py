@@ -21,10 +21,10 @@ import openai
 import pytest
 import torch
 
+from rlab.engine.paths import cache_root
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy
 from rlab.engine.policy.smollm2 import ensure_smollm2
-from rlab.engine.policy.tiny import cache_root
 from rlab.engine.policy.vllm import VLLMBackend
 from rlab.engine.policy.vllm_launch import ServeSettings, ServerProcess, VLLMNotFound, find_vllm_python, launch
 from rlab.engine.policy.vllm_pool import VLLMPool

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from rlab.engine.policy.tiny import ensure_tiny_model
+    from rlab.engine.train.warm_start import ensure_tiny_model
     from rlab.scenarios import get_scenario
 
     scenario = get_scenario("arithmetic")

@@ -1,4 +1,4 @@
-"""The ``rlab`` command line: the TUI, the headless engine, and run files.
+"""The ``rlab`` command line: the TUI, the headless engine, and the run files they share.
 
     rlab                          TUI + a new run of the default scenario
     rlab run --headless [...]     train without the TUI, end with one JSON line
@@ -263,9 +263,11 @@ def follow_app(source: Path, db: Path, name: str):
 
 
 def _watch_follow(args: argparse.Namespace) -> int:
+    from rlab.engine.cli import check_run_file
+
     if not args.follow.is_dir():
         raise FileNotFoundError(f"no folder at {args.follow}; pass the trainer's output_dir")
-    _check_db_path(args.db)
+    check_run_file(args.db, writable=True)
     name = args.run or f"{args.follow.resolve().name}-follow-{uuid.uuid4().hex[:6]}"
     follow_app(args.follow, args.db, name).run()
     return 0
@@ -382,7 +384,7 @@ def _existing(db: Path) -> Path:
 
 
 def cmd_reward(args: argparse.Namespace) -> int:
-    from rlab.engine.rewards.submit import submit
+    from rlab.engine.rewards.edit.submit import submit
 
     print(submit(args.db, args.run, args.file, dry_run=args.dry_run, wait_s=args.wait).text)
     return 0

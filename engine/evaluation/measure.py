@@ -18,7 +18,7 @@ from rlab.engine.rewards.rubric import Rubric, ScoreResult
 from rlab.engine.rewards.scoring import score
 from rlab.engine.rollout.play import Rollout, user_messages
 from rlab.engine.types import Trajectory
-from rlab.scenarios import Scenario
+from rlab.engine.types import Scenario
 
 BATCH_PROMPTS = 256
 """Sequences per sampling call at most: bounds memory on long splits."""

@@ -9,9 +9,9 @@ from typing import Any
 
 from rlab.engine.manifest import sha256_files
 from rlab.engine.policy.lora import LoraSettings, apply_lora
-from rlab.engine.train.checkpoint import ADAPTER_DIR, MODEL_DIR, load_weights
 from rlab.engine.policy.model import Policy, default_device
-from rlab.engine.policy.tiny import ensure_tiny_model
+from rlab.engine.train.checkpoint import ADAPTER_DIR, MODEL_DIR, load_weights
+from rlab.engine.train.warm_start import ensure_tiny_model
 from rlab.store.reader import resolve_run
 from rlab.store.reader import StoreReader
 
@@ -65,7 +65,7 @@ def load_policy(*, scenario, model: Path | None, checkpoint: CheckpointRef | Non
     Neither: the tiny policy a run with ``seed`` starts from.
 
     Raises:
-        engine.policy.model.ModelLoadError, engine.policy.lora.CheckpointError.
+        engine.policy.model.ModelLoadError, engine.train.checkpoint.CheckpointError.
     """
     device = device or default_device()
     if checkpoint is None:

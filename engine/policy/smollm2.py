@@ -43,7 +43,7 @@ def gguf_path() -> Path:
 
 def converted_dir() -> Path:
     """Where the converted model lives in the rlab cache."""
-    from rlab.engine.policy.tiny import cache_root
+    from rlab.engine.paths import cache_root
 
     return cache_root() / "models" / f"smollm2-135m-instruct-f32-v{CONVERSION_VERSION}"
 

@@ -11,7 +11,7 @@ Only assistant tokens are trained: every :class:`~rlab.engine.types.Turn`
 keeps the rendered context before it (``prompt_ids``) apart from its own
 sampled tokens (``completion_ids``), so each turn becomes one trainer sample
 whose loss mask covers exactly that turn's assistant tokens
-(``rlab.engine.rollout.batch.train_samples``).
+(``rlab.engine.train.batch.train_samples``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from rlab.engine.rewards.rubric import ScoreResult
 from rlab.engine.rewards.scoring import Scorer, scorer_examples
 from rlab.engine.rollout.episodes import run_groups
 from rlab.engine.types import Example, Message, Rollouts, Sample, Sampler, Trajectory, Turn
-from rlab.scenarios import MultiStepScenario, Scenario
+from rlab.engine.types import MultiStepScenario, Scenario
 
 
 def user_messages(example: Example, system_prompt: str | None) -> list[Message]:
@@ -73,7 +73,7 @@ class Rollout:
     Args:
         sampler: the policy (HF generate) or a vLLM server.
         scenario: the task; a multi-step one (``multi_step``, a
-            :class:`~rlab.scenarios.MultiStepScenario`)
+            :class:`~rlab.engine.types.MultiStepScenario`)
             is played in its environment.
         config: the run's settings (group size, max_new_tokens per turn,
             temperature).

@@ -2,13 +2,14 @@
 
 Single-turn (one scalar reward per trajectory, G trajectories per group):
 
-- :func:`grpo`: A_i = (r_i - mean r) / (std r + eps), std unbiased (ddof 1),
-  eps 1e-4 by default (as TRL's GRPOTrainer); ``scale="none"`` is Dr. GRPO's
-  mean-only centring (Liu et al. 2025, arXiv 2503.20783).
+- :func:`grpo` (``store.stepstats.grpo_advantages``): A_i = (r_i - mean r) /
+  (std r + eps), std unbiased (ddof 1), eps 1e-4 by default (as TRL's
+  GRPOTrainer); ``scale="none"`` is Dr. GRPO's mean-only centring (Liu et
+  al. 2025, arXiv 2503.20783).
 - :func:`rloo`: the leave-one-out baseline (Ahmadian et al. 2024,
   arXiv 2402.14740).
-- :func:`group_stats`: TRL's logged metrics ``reward``, ``reward_std``,
-  ``frac_reward_zero_std``.
+TRL's logged reward metrics (``reward``, ``reward_std``,
+``frac_reward_zero_std``) are ``store.stepstats.reward_stats``.
 
 Multi-step (N episodes of T_i turns from one initial state):
 
@@ -32,67 +33,19 @@ from itertools import chain
 import numpy as np
 
 from rlab.engine.types import Rollouts, Trajectory
-from rlab.store.stepstats import reward_stats
+from rlab.store.stepstats import as_rewards, grpo_advantages, safe_divide
+
+#: GRPO's advantages (Shao et al. 2024): one definition, in ``store.stepstats``,
+#: shared with the importers (the store may not import the engine).
+grpo = grpo_advantages
 
 MODES = ("mean_norm", "mean_std_norm")
-SCALES = ("std", "none")
 #: Per episode, its per-turn rewards: lists of floats or (T_i,) float arrays.
 TurnRewards = Sequence[Sequence[float]] | Sequence[np.ndarray]
 
 
 # --------------------------------------------------------------------------
 # single-turn GRPO family
-
-
-def _as_rewards(rewards) -> np.ndarray:
-    arr = np.asarray(rewards, dtype=np.float64)
-    if arr.ndim == 0:
-        raise ValueError("rewards must be a sequence of floats (one group), got a scalar")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("rewards contain NaN or inf; fix the reward function that produced them")
-    return arr
-
-
-def _unbiased_std(arr: np.ndarray) -> np.ndarray:
-    """Std with ddof 1 along the last axis; 0 for a group of one (no spread)."""
-    if arr.shape[-1] < 2:
-        return np.zeros(arr.shape[:-1])
-    return arr.std(axis=-1, ddof=1)
-
-
-def grpo(rewards, *, eps: float = 1e-4, scale: str = "std") -> np.ndarray:
-    """GRPO group-relative advantages (Shao et al. 2024, arXiv 2402.03300, sec. 4.1.2).
-
-    A_i = (r_i - mean_j r_j) / (std_j r_j + eps), std unbiased (ddof 1).
-
-    Args:
-        rewards: float array of shape (G,) for one group, or (..., G) for
-            several groups of equal size (normalised along the last axis).
-        eps: added to the std (default 1e-4, TRL's value).
-        scale: ``"std"`` (GRPO) or ``"none"`` (Dr. GRPO: A_i = r_i - mean r,
-            Liu et al. 2025, arXiv 2503.20783).
-
-    Returns:
-        float64 array, same shape as ``rewards``. A group of one gives 0;
-        a group whose rewards are all equal gives exactly 0.
-
-    Raises:
-        ValueError: unknown ``scale``, a scalar input, or non-finite rewards.
-    """
-    if scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
-    arr = _as_rewards(rewards)
-    # centre on the first reward before averaging so all-equal groups give exact zeros
-    shifted = arr - arr[..., :1]
-    centred = shifted - shifted.mean(axis=-1, keepdims=True)
-    if scale == "none":
-        return centred
-    return _safe_divide(centred, _unbiased_std(arr)[..., None] + eps)
-
-
-def _safe_divide(centred: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """centred / scale, 0 where scale is 0 (then centred is 0 too: no spread, eps 0)."""
-    return np.divide(centred, scale, out=np.zeros(np.broadcast_shapes(centred.shape, scale.shape)), where=scale > 0)
 
 
 def rloo(rewards) -> np.ndarray:
@@ -109,7 +62,7 @@ def rloo(rewards) -> np.ndarray:
     Raises:
         ValueError: a scalar input or non-finite rewards.
     """
-    arr = _as_rewards(rewards)
+    arr = as_rewards(rewards)
     size = arr.shape[-1]
     if size < 2:
         return np.zeros_like(arr)
@@ -127,27 +80,6 @@ def group_relative(rewards: np.ndarray, method: str) -> np.ndarray:
     if method == "rloo":
         return rloo(rewards)
     return grpo(rewards, scale="none" if method == "dr_grpo" else "std")
-
-
-def group_stats(rewards_by_group: Sequence[Sequence[float]]) -> dict[str, float]:
-    """TRL's reward metrics for a batch of groups.
-
-    Follows ``GRPOTrainer._generate_and_score_completions`` (TRL): the std is
-    taken per group with ddof 1 (``torch.std``), and ``reward_std`` and
-    ``frac_reward_zero_std`` are averaged over trajectories there; with equal
-    group sizes (always the case in TRL) that equals the mean over groups used
-    here. A group of one counts as std 0 (TRL would give NaN).
-
-    Returns:
-        ``{"reward": mean over all trajectories, "reward_std": mean over groups
-        of the within-group std, "frac_reward_zero_std": fraction of groups
-        whose std is 0 (``np.isclose``, as TRL's ``torch.isclose``)}``.
-
-    Raises:
-        ValueError: no groups, an empty group, or non-finite rewards.
-    """
-    # One definition for the engine and the importers (store must not import engine).
-    return reward_stats(rewards_by_group)
 
 
 # --------------------------------------------------------------------------
@@ -470,7 +402,7 @@ def _normalise(values: np.ndarray, labels: np.ndarray, mode: str, eps: float) ->
     if mode == "mean_std_norm":
         sq = np.bincount(labels, weights=centred * centred, minlength=n_labels)
         std = np.sqrt(sq / np.maximum(counts - 1, 1))  # size 1: centred is 0 anyway
-        centred = _safe_divide(centred, std[labels] + eps)
+        centred = safe_divide(centred, std[labels] + eps)
     return centred, counts
 
 

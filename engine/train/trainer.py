@@ -138,12 +138,15 @@ class Trainer:
         self.autocast = autocast
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+        #: The learning rate the next update uses (after the schedule's scale).
+        self.learning_rate = config.lr
         self.reference = _frozen_copy(model) if config.beta > 0 and not is_lora(model) else None
 
     def set_lr_scale(self, scale: float) -> None:
         """Set the learning rate to ``scale`` times the configured one (schedules)."""
+        self.learning_rate = self.config.lr * scale
         for group in self.optimizer.param_groups:
-            group["lr"] = self.config.lr * scale
+            group["lr"] = self.learning_rate
 
     def step(self, samples: list[TrainSample]) -> dict[str, float]:
         """``num_iterations`` updates on ``samples``; metrics averaged over them.

@@ -213,7 +213,7 @@ def place_in_group(trajectories: Sequence[TrajectoryRecord], *, advantages: bool
     """Set each trajectory's ``index`` (its position) and, for tools that
     store no advantages, the GRPO advantage within the group
     (:func:`rlab.store.stepstats.grpo_advantages`)."""
-    values = grpo_advantages([t.reward for t in trajectories]) if advantages else None
+    values = grpo_advantages([t.reward for t in trajectories]).tolist() if advantages else None
     for position, trajectory in enumerate(trajectories):
         trajectory.index = position
         if values is not None:

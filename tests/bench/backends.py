@@ -42,10 +42,10 @@ from pathlib import Path
 import torch
 
 from rlab.engine.config import RunConfig
+from rlab.engine.paths import cache_root
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy
 from rlab.engine.policy.smollm2 import ensure_smollm2
-from rlab.engine.policy.tiny import cache_root
 from rlab.engine.policy.vllm import VLLMBackend
 from rlab.engine.policy.vllm_launch import ServeSettings, find_vllm_python, launch, server_dtype
 from rlab.engine.step import run

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
-from rlab.engine.policy.tiny import ensure_tiny_model  # noqa: E402
+from rlab.engine.train.warm_start import ensure_tiny_model  # noqa: E402
 from rlab.scenarios import get_scenario  # noqa: E402
 from rlab.store.reader import StoreReader  # noqa: E402
 

@@ -42,7 +42,7 @@ def measure_speed(model_dir: Path) -> dict:
     from rlab.engine.policy.model import Policy
     from rlab.engine.rewards.rubric import load_rubric
     from rlab.engine.rewards.scoring import score
-    from rlab.engine.rollout.batch import to_batch
+    from rlab.engine.train.batch import to_batch
     from rlab.engine.rollout.play import Rollout
     from rlab.engine.train.advantages import rollout_advantages
     from rlab.engine.train.trainer import TrainConfig, Trainer

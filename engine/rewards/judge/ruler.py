@@ -26,11 +26,12 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rlab.engine.config import JudgeSettings
 from rlab.engine.rewards.judge.cache import JudgeCache, default_cache_dir, request_hash
 
 Message = dict[str, Any]
@@ -471,6 +472,17 @@ class RulerJudge:
             negative or base above max, or an empty model.
     """
 
+    @classmethod
+    def from_settings(cls, settings: JudgeSettings, rubric: str | None = None, **options: Any) -> RulerJudge:
+        """A judge with a run's settings (``RunConfig.judge``); ``rubric`` is the
+        scenario's ``judge_rubric`` if it has one (None: the default rubric);
+        ``options`` go to the constructor (e.g. ``cache_dir``)."""
+        return cls(
+            settings.model, base_url=settings.base_url, rubric=rubric, max_retries=settings.max_retries,
+            timeout_s=settings.timeout_s, use_cache=settings.use_cache,
+            prices={settings.model: settings.price} if settings.price else None, **options,
+        )
+
     def __init__(
         self,
         model: str,
@@ -726,44 +738,4 @@ class RulerJudge:
             model=self.model,
             request_hash=tally.key,
             scale=scale,
-        )
-
-
-class JudgeSettings(BaseModel):
-    """The judge part of a run's config (what the ``--judge-*`` flags set).
-
-    Holds no API key (that comes from ``OPENAI_API_KEY``), so it can be
-    stored in the run's config and manifest as is.
-
-    Attributes:
-        model: judge model name.
-        base_url: OpenAI-compatible base URL; None is OpenAI.
-        weight: the judge's share of the reward, in [0, 1] (see
-            :func:`engine.rewards.judge.agreement.mix_rewards`); 1 is the judge alone.
-        on_failure: ``"skip"`` the group's update (counted) or ``"pause"`` the
-            run when a group's judge call fails after its retries.
-        max_retries, timeout_s: as :class:`RulerJudge` (timeout in seconds).
-        price: (USD per 1M input tokens, USD per 1M output tokens), or None.
-        use_cache: read and write the on-disk answer cache.
-    """
-
-    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
-
-    model: str = Field(min_length=1, description="judge model name; enables the judge")
-    base_url: str | None = Field(None, description="OpenAI-compatible base URL (vLLM, Ollama, llama.cpp); None = OpenAI")
-    weight: float = Field(1.0, ge=0.0, le=1.0, description="the judge's share of the reward, 0..1")
-    on_failure: Literal["skip", "pause"] = Field("skip", description="when a group's judge call fails: skip its update, or pause the run")
-    max_retries: int = Field(3, ge=0, le=100, description="retries per judge call")
-    timeout_s: float = Field(60.0, gt=0.0, description="seconds per judge call")
-    price: tuple[float, float] | None = Field(None, description="USD per 1M input,output tokens, e.g. 0.15,0.6")
-    use_cache: bool = Field(True, description="read and write the on-disk judge answer cache")
-
-    def build(self, rubric: str | None = None, **options: Any) -> RulerJudge:
-        """A :class:`RulerJudge` with these settings; ``rubric`` is the
-        scenario's ``judge_rubric`` if it has one (None: the default rubric);
-        ``options`` go to the constructor (e.g. ``cache_dir``)."""
-        return RulerJudge(
-            self.model, base_url=self.base_url, rubric=rubric, max_retries=self.max_retries,
-            timeout_s=self.timeout_s, use_cache=self.use_cache,
-            prices={self.model: self.price} if self.price else None, **options,
         )

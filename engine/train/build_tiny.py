@@ -1,7 +1,7 @@
-"""Build the shipped tiny policy: ``python -P -m rlab.engine.policy.build_tiny``.
+"""Build the shipped tiny policy: ``python -P -m rlab.engine.train.build_tiny``.
 
 Warm-starts the tiny model on the default scenario (arithmetic, seed 0) with
-the recipe in :mod:`rlab.engine.policy.tiny`, writes it as a Hugging Face
+the recipe in :mod:`rlab.engine.train.warm_start`, writes it as a Hugging Face
 model directory (``config.json``, ``model.safetensors``, tokenizer files)
 into ``engine/policy/embedded/`` and records a manifest beside it:
 the recipe (scenario, seed, recipe version, target, torch thread count,
@@ -28,15 +28,9 @@ from pathlib import Path
 
 import torch
 
-from rlab.engine.policy.tiny import (
-    EMBEDDED_DIR,
-    MANIFEST_NAME,
-    RECIPE_VERSION,
-    probe_pass_at_1,
-    save_policy,
-    warm_start,
-)
+from rlab.engine.policy.tiny import EMBEDDED_DIR, MANIFEST_NAME, RECIPE_VERSION, save_policy
 from rlab.engine.rewards.rubric import load_rubric
+from rlab.engine.train.warm_start import probe_pass_at_1, warm_start
 from rlab.scenarios import get_scenario
 
 SCENARIO = "arithmetic"
@@ -55,7 +49,7 @@ def build(out: Path, threads: int) -> dict:
     """Warm-start, save into ``out`` (replaced) and return the manifest written there.
 
     Raises:
-        tiny.WarmStartError: the probe target was not reached.
+        warm_start.WarmStartError: the probe target was not reached.
     """
     torch.set_num_threads(threads)
     scenario = get_scenario(SCENARIO)

@@ -1,6 +1,6 @@
-"""Run files: ``rlab run --config run.toml``.
+"""Run configs: ``rlab run --config run.toml``.
 
-A run file holds ``rlab run`` options as TOML keys, named as the fields of
+A run config (a TOML file; "run file" is the SQLite file a run is stored in) holds ``rlab run`` options as TOML keys, named as the fields of
 :class:`engine.config.RunConfig` (``max_steps = 200``, ``lora_rank = 16``,
 a ``[judge]`` table for the judge settings), and optionally a ``[task]``
 table with the keys of task.toml (``scenarios.task_file.TaskSpec``) or
@@ -16,19 +16,19 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-#: Task-table keys holding paths (relative to the run file).
+#: Task-table keys holding paths (relative to the run config).
 TASK_PATH_KEYS = ("train", "eval", "rewards")
 
 
-class RunFileError(ValueError):
-    """A run file that cannot be used; the message names the file and the key."""
+class RunConfigError(ValueError):
+    """A run config that cannot be used; the message names the file and the key."""
 
 
-def read_run_file(path: Path) -> dict[str, Any]:
-    """The options of run file ``path`` (relative paths made absolute).
+def read_run_config(path: Path) -> dict[str, Any]:
+    """The options of the run config ``path`` (relative paths made absolute).
 
     Raises:
-        RunFileError: the file is missing, is not TOML, or has a key that is
+        RunConfigError: the file is missing, is not TOML, or has a key that is
             no ``rlab run`` option (the message lists the known ones).
     """
     from rlab.engine.config import RunConfig
@@ -36,13 +36,13 @@ def read_run_file(path: Path) -> dict[str, Any]:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as err:
-        raise RunFileError(f"--config {path}: cannot read it ({err.strerror or err})") from None
+        raise RunConfigError(f"--config {path}: cannot read it ({err.strerror or err})") from None
     except tomllib.TOMLDecodeError as err:
-        raise RunFileError(f"--config {path}: not valid TOML: {err}") from None
+        raise RunConfigError(f"--config {path}: not valid TOML: {err}") from None
     unknown = sorted(set(raw) - set(RunConfig.model_fields) | ({"config"} & set(raw)))
     if unknown:
         known = ", ".join(k for k in RunConfig.model_fields if k != "config")
-        raise RunFileError(f"--config {path}: unknown key(s) {', '.join(map(repr, unknown))}; "
+        raise RunConfigError(f"--config {path}: unknown key(s) {', '.join(map(repr, unknown))}; "
                            f"the keys are rlab run options: {known}")
     base = path.resolve().parent
     for key in ("db", "model"):
@@ -74,15 +74,15 @@ def _absolute_task_table(table: dict[str, Any], base: Path) -> dict[str, Any]:
     return fixed
 
 
-def merge_run_file(given: dict[str, Any]) -> dict[str, Any]:
-    """Command-line options ``given`` (only those typed) over the run file they name.
+def merge_run_config(given: dict[str, Any]) -> dict[str, Any]:
+    """Command-line options ``given`` (only those typed) over the run config they name.
 
-    ``given["config"]`` is the run file (absent: ``given`` is returned as it
+    ``given["config"]`` is the run config (absent: ``given`` is returned as it
     is). Nested tables (``judge``) merge key by key, the command line winning.
     """
     if given.get("config") is None:
         return given
-    merged = read_run_file(Path(given["config"]))
+    merged = read_run_config(Path(given["config"]))
     for key, value in given.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = {**merged[key], **value}

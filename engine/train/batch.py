@@ -48,8 +48,7 @@ def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, 
     errors = scored.errors
     samples = (train_samples(trajectories, advantages.per_turn) if per_turn
                else episode_samples(trajectories, advantages.per_turn))
-    return StepBatch(groups, samples, advantages.rewards,
-                     [t.completion_tokens for t in trajectories], len(errors), errors[0] if errors else None,
+    return StepBatch(groups, samples, len(errors), errors[0] if errors else None,
                      _metrics(rollouts, scored, advantages))
 
 
