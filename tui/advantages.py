@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from rlab.tui.dashboard import fmt
+from rlab.tui.formatting import clip, fmt
 from rlab.tui.series import downsample
 from rlab.tui.view import NavScreen, View
 
@@ -45,8 +45,7 @@ def turn_rows(view: View) -> list[dict]:
 
 def short_key(state_key: str | None, width: int = 14) -> str:
     """A state key cut to ``width`` characters for the table."""
-    key = "-" if state_key is None else str(state_key).replace("\n", " ")
-    return key if len(key) <= width else key[: width - 1] + "…"
+    return clip("-" if state_key is None else str(state_key).replace("\n", " "), width)
 
 
 def cells(row: dict, style: str) -> list[Text]:

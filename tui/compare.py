@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
 from rlab.engine.evaluation.compare import Comparison, compare_runs
+from rlab.tui.formatting import fmt
 from rlab.tui.inspector import TrajectoryScreen
 from rlab.tui.series import downsample
 from rlab.tui.view import Cursor, View
@@ -53,7 +54,7 @@ def paired_text(comparison: Comparison) -> Text:
     paired = comparison.paired
     if paired is None:
         return text.append(comparison.reason or "no paired results", style="yellow")
-    p = "-" if paired.mcnemar_p is None else f"{paired.mcnemar_p:.4g}"
+    p = fmt(paired.mcnemar_p, ".4g")
     text.append(f"pass@1  A {paired.pass_at_1_a:.1%}  B {paired.pass_at_1_b:.1%}  over {paired.n} "
                 "paired examples\n", style="bold")
     text.append(f"B - A = {paired.difference:+.1%}   95 % paired bootstrap "
@@ -135,7 +136,7 @@ class CompareScreen(Screen):
         table = self.query_one("#flips", DataTable)
         table.clear()
         for flip in comparison.paired.flips if comparison.paired else []:
-            table.add_row(str(flip.example_id), flip.direction, _reward(flip.reward_a), _reward(flip.reward_b))
+            table.add_row(str(flip.example_id), flip.direction, fmt(flip.reward_a, ".3f"), fmt(flip.reward_b, ".3f"))
         table.display = table.row_count > 0
         self._plot(comparison, series)
 
@@ -176,7 +177,3 @@ class CompareScreen(Screen):
         trajectory_id = flip.trajectory_a if which == "a" else flip.trajectory_b
         self.app.read_in_worker(lambda reader: reader.trajectory(trajectory_id),
                                 lambda traj: traj and self.app.push_screen(PinnedTrajectoryScreen(traj)))
-
-
-def _reward(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"

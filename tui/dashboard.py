@@ -11,7 +11,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 from rlab.tui.baseline import Baseline, load_baseline
 from rlab.tui.engine_log import EngineLogScreen
 from rlab.tui.feed import FeedUpdate, RunFeed
+from rlab.tui.formatting import clip, fmt
 from rlab.tui.messages import EngineStatusChanged, FeedUpdated, RunSwitched
+from rlab.tui.metrics import MetricsScreen
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.reward_bars import reward_bars
 from rlab.tui.view import NavScreen, View
@@ -26,17 +28,6 @@ ALERT_WIDTH = 38
 """Width of the alert column (cells); longer messages wrap."""
 """Rows kept in the dashboard's tables (a few more than fit on screen: each
 row is measured on every redraw)."""
-
-
-def clip(text: str | None, width: int) -> str:
-    """One line of at most ``width`` characters (newlines shown as ⏎)."""
-    line = (text or "").replace("\n", "⏎")
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def fmt(value: float | None, spec: str = ".2f") -> str:
-    """A number for a table cell; ``-`` for a missing one."""
-    return "-" if value is None else format(value, spec)
 
 
 def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
@@ -184,8 +175,6 @@ class DashboardScreen(NavScreen):
 
     def action_metrics(self) -> None:
         """``m``: every metric of the run, filtered by name (tui.metrics)."""
-        from rlab.tui.metrics import MetricsScreen  # it imports this module's helpers
-
         if self.app.run_id is not None:
             self.app.push_screen(MetricsScreen(self.app.run_id, self.baseline))
 

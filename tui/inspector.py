@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
 from rlab.store.tokens import unpack
-from rlab.tui.dashboard import fmt
+from rlab.tui.formatting import fmt
 from rlab.tui.view import NavScreen, View
 
 _PIECES = re.compile(r"\s+|[^\s]+")

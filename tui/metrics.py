@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input
 
 from rlab.tui.baseline import Baseline, metric_series
-from rlab.tui.dashboard import fmt
+from rlab.tui.formatting import fmt
 from rlab.tui.messages import FeedUpdated
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.series import StepSeries

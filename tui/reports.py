@@ -11,11 +11,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-PERCENT = "{:.1%}"
+from rlab.tui.formatting import fmt
 
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else PERCENT.format(value)
+PERCENT = ".1%"
+"""How pass rates are shown (a :func:`tui.formatting.fmt` spec)."""
 
 
 def loop_report(kind: str, name: str, summary: dict[str, Any], artifacts: dict[str, Any]) -> Group:
@@ -23,7 +22,7 @@ def loop_report(kind: str, name: str, summary: dict[str, Any], artifacts: dict[s
     head = Table(title=f"{kind} run {name}", show_header=False, box=None)
     head.add_row("examples", str(summary["n"]))
     head.add_row("samples per example", str(summary["samples_per_example"]))
-    head.add_row("pass@1", _pct(summary["pass_at_1"]))
+    head.add_row("pass@1", fmt(summary["pass_at_1"], PERCENT))
     head.add_row("mean reward", f"{summary['mean_reward']:.3f}")
     parts: list[Any] = [head]
     if summary.get("pass_at_k"):
@@ -31,11 +30,11 @@ def loop_report(kind: str, name: str, summary: dict[str, Any], artifacts: dict[s
         ks.add_column("k", justify="right")
         ks.add_column("pass@k", justify="right")
         for k, value in summary["pass_at_k"].items():
-            ks.add_row(k, _pct(value))
+            ks.add_row(k, fmt(value, PERCENT))
         parts.append(ks)
         best = summary["best_of_n"]
         parts.append(Text(f"best-of-{best['n']} by reward: mean reward {best['mean_reward']:.3f}, "
-                          f"pass {_pct(best['pass_rate'])}; selection gap pass@{best['n']} - pass@1 = "
+                          f"pass {fmt(best['pass_rate'], PERCENT)}; selection gap pass@{best['n']} - pass@1 = "
                           f"{summary['selection_gap']:+.1%}"))
         parts.append(Text(summary["note"], style="italic"))
     if summary["failures"]:
@@ -75,9 +74,10 @@ def comparison_report(result: dict[str, Any]) -> Group:
             parts.append(Text(result["reason"], style="yellow"))
         return Group(*parts)
     interval = paired["interval"]
-    p = "-" if paired["mcnemar_p"] is None else f"{paired['mcnemar_p']:.4g}"
+    p = fmt(paired["mcnemar_p"], ".4g")
     numbers = Table(title=f"paired over {paired['n']} examples", show_header=False, box=None)
-    numbers.add_row("pass@1 A / B", f"{_pct(paired['pass_at_1_a'])} / {_pct(paired['pass_at_1_b'])}")
+    numbers.add_row("pass@1 A / B",
+                    f"{fmt(paired['pass_at_1_a'], PERCENT)} / {fmt(paired['pass_at_1_b'], PERCENT)}")
     numbers.add_row("difference B - A", f"{paired['difference']:+.1%}  "
                     f"(95 % paired bootstrap {interval['low']:+.1%} .. {interval['high']:+.1%})")
     numbers.add_row("McNemar exact p", f"{p}  (gained {paired['gained']}, lost {paired['lost']})")
@@ -113,7 +113,7 @@ def inspect_report(run: dict[str, Any], rows: list[dict[str, Any]]) -> Group:
         for name, value in (row["components"] or {}).items():
             table.add_row(f"  {name}", f"{value:.3f}" if isinstance(value, (int, float)) else str(value))
         table.add_row("details", json.dumps(row["details"], sort_keys=True, default=str))
-        reward = "-" if row["reward"] is None else f"{row['reward']:.3f}"
+        reward = fmt(row["reward"], ".3f")
         parts.append(Panel(table, title=f"trajectory {row['id']} · step {row['step']} · example "
                                         f"{row['example_id']} · reward {reward}", title_align="left"))
     return Group(*parts)

@@ -9,7 +9,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from rlab.tui.compare import CompareScreen
-from rlab.tui.dashboard import DashboardScreen, fmt
+from rlab.tui.dashboard import DashboardScreen
+from rlab.tui.formatting import fmt
 
 
 class RunsScreen(Screen):
