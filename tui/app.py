@@ -11,10 +11,12 @@ moves and one-off reads each have their own
 search never delays a cursor move; each is opened lazily inside its worker
 (opening the file may run migrations).
 
-On the UI thread, the app tells the screens what happened with the messages
-of :mod:`tui.messages` (a poll's update, a run switch, news of the engine it
-started, which :class:`tui.supervisor.EngineSupervisor` watches); the
-cursor's view goes to every :class:`tui.view.NavScreen` on the stack.
+On the UI thread, the app tells the screens what happened
+(:mod:`tui.messages`): each poll goes into its reactive ``latest_poll``, which
+the screens that draw the run watch; a run switch and news of the engine it
+started (:class:`tui.supervisor.EngineSupervisor` watches it) are Textual
+messages to every screen on the stack; the cursor's view goes to every
+:class:`tui.view.NavScreen` on the stack.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pydantic import ValidationError
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.reactive import var
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.worker import get_current_worker
@@ -43,7 +46,7 @@ from rlab.tui.feed import FeedUpdate, RunFeed
 from rlab.tui.filesize import FileGrowth
 from rlab.tui.group_view import GroupScreen
 from rlab.tui.inspector import TrajectoryScreen
-from rlab.tui.messages import EngineStatusChanged, FeedUpdated, RunSwitched
+from rlab.tui.messages import EngineStatusChanged, Poll, RunSwitched
 from rlab.tui.readers import LockedReader
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineStatus, EngineSupervisor
@@ -89,6 +92,8 @@ class RolloutLabApp(App):
     TITLE = "Rollout Lab"
     ENABLE_COMMAND_PALETTE = False
     AUTO_FOCUS = None  # arrows drive the cursor; screens that need a focused widget say so
+    latest_poll: var[Poll | None] = var(None, always_update=True, init=False)
+    """The watched run's latest poll (UI thread); screens watch it (:mod:`tui.messages`)."""
     BINDINGS = [
         Binding("space", "toggle_pause", "Pause"),
         Binding("n", "step_once", "1 step"),
@@ -234,7 +239,7 @@ class RolloutLabApp(App):
         if previous is None or previous.get("status") != status:
             self._want_paused = status == "paused"
             self.refresh_bindings()
-        self._tell_screens(lambda: FeedUpdated(update, feed))
+        self.latest_poll = Poll(update, feed)  # the screens' watchers note it now
         if previous is not None:  # not the history read on attaching: that would be a flood
             self._announce(update.events)
         nothing_shown = self.cursor.step is None or (self.view is not None and self.view.group is None)

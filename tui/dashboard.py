@@ -12,7 +12,7 @@ from rlab.tui.baseline import Baseline, load_baseline
 from rlab.tui.engine_log import EngineLogScreen
 from rlab.tui.feed import FeedUpdate, RunFeed
 from rlab.tui.formatting import clip, fmt
-from rlab.tui.messages import EngineStatusChanged, FeedUpdated, RunSwitched
+from rlab.tui.messages import EngineStatusChanged, Poll, RunSwitched
 from rlab.tui.metrics import MetricsScreen
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.reward_bars import reward_bars
@@ -126,13 +126,15 @@ class DashboardScreen(NavScreen):
         self._set_header()
         if self.app.feed is not None:  # polled before this screen was mounted
             self._note_update(None, self.app.feed)
+        self.watch(self.app, "latest_poll", self._on_poll, init=False)
 
     def on_screen_resume(self) -> None:
         self._redraw()
 
-    def on_feed_updated(self, message: FeedUpdated) -> None:
-        """The app polled the run: note what the poll brought."""
-        self._note_update(message.update, message.feed)
+    def _on_poll(self, poll: Poll | None) -> None:
+        """The app polled the run (its ``latest_poll``): note what the poll brought."""
+        if poll is not None:
+            self._note_update(poll.update, poll.feed)
 
     def _note_update(self, update: FeedUpdate | None, feed: RunFeed) -> None:
         """Note what a poll brought (UI thread); ``None`` means everything.

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Input
 
 from rlab.tui.baseline import Baseline, metric_series
 from rlab.tui.formatting import fmt
-from rlab.tui.messages import FeedUpdated
+from rlab.tui.messages import Poll
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.series import StepSeries
 
@@ -71,6 +71,7 @@ class MetricsScreen(Screen):
         self.sub_title = f"baseline: {self.baseline.name}" if self.baseline else ""
         self.query_one(DataTable).add_columns("metric", "last", "min", "max", "baseline")
         self.reload()
+        self.watch(self.app, "latest_poll", self._on_poll, init=False)
 
     def reload(self) -> None:
         """Read the run's step metrics again (off the UI thread: ``app.read_in_worker``)."""
@@ -78,10 +79,10 @@ class MetricsScreen(Screen):
         self._read_at = time.monotonic()
         self.app.read_in_worker(lambda reader: metric_series(reader.step_metrics(run_id)), self._loaded)
 
-    def on_feed_updated(self, message: FeedUpdated) -> None:
-        """The app polled the run: when new steps arrived, read again (at most
-        every ``RELOAD_SECONDS``)."""
-        if message.update.steps and time.monotonic() - self._read_at >= RELOAD_SECONDS:
+    def _on_poll(self, poll: Poll | None) -> None:
+        """The app polled the run (its ``latest_poll``): when new steps
+        arrived, read again (at most every ``RELOAD_SECONDS``)."""
+        if poll is not None and poll.update.steps and time.monotonic() - self._read_at >= RELOAD_SECONDS:
             self.reload()
 
     def _loaded(self, series: StepSeries) -> None:
