@@ -1,7 +1,7 @@
 """The engine log's tail on screen (``l`` on the dashboard).
 
 The TUI starts the engine with its output in ``<db>.engine.log`` (see
-:class:`tui.app.RolloutLabApp`); this screen shows the file's last lines and
+:class:`tui.supervisor.EngineSupervisor`); this screen shows the file's last lines and
 follows it as it grows, twice a second, reading only the new bytes (at most
 ``CHUNK_BYTES`` per tick, so a flood never stalls the UI thread).
 """
