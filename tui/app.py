@@ -34,8 +34,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.worker import get_current_worker
 
-from rlab.engine.rewards.examples import ExampleIndex
-from rlab.engine.rewards.submit import recent_groups
+from rlab.engine.rewards.edit.stored import ExampleIndex, recent_groups
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 from rlab.tui.advantages import AdvantagesScreen
@@ -466,7 +465,7 @@ class RolloutLabApp(App):
 
     def recent_groups(self, k: int) -> list[dict]:
         """The last ``k`` groups of the run for the reward editor's preview
-        (:func:`engine.rewards.submit.recent_groups`, with the app's example
+        (:func:`engine.rewards.edit.stored.recent_groups`, with the app's example
         index); ``[]`` before a run is known. Runs queries: call it off the UI thread."""
         if self.run_id is None:
             return []

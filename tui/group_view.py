@@ -149,7 +149,7 @@ class GroupScreen(NavScreen):
 
     def _compare_versions(self, group: dict) -> None:
         """Re-score the group under both versions in the reward sandbox (a
-        child process, engine.rewards.check.dry_run), off the UI thread."""
+        child process, engine.rewards.edit.check.dry_run), off the UI thread."""
         trajs = sorted(group["trajectories"], key=lambda t: t["idx"])
         picked = pick_versions(trajs, self.versions)
         panel = self.query_one("#versions", Static)
@@ -162,8 +162,8 @@ class GroupScreen(NavScreen):
                         thread=True, exclusive=True, group="versions")
 
     def _rescore(self, group: dict, scenario: str, trajs: list[dict], old: dict, new: dict) -> None:
-        from rlab.engine.rewards.check import RewardCheckError, dry_run
-        from rlab.engine.rewards.env_reward import stored_group
+        from rlab.engine.rewards.edit.check import RewardCheckError, dry_run
+        from rlab.engine.rewards.edit.stored import stored_group
 
         example = self.app.examples.example(scenario, group)
         with self.app.view_reader as reader:  # the group's trajectories are in idx order, as trajs
@@ -242,7 +242,7 @@ def pick_versions(trajs: list[dict], versions: list[dict]) -> tuple[dict, dict] 
 
 def ranking_table(trajs: list[dict], old: dict, new: dict, comparison) -> Table:
     """Rewards and ranks of the group's trajectories under two rubric versions,
-    side by side (``comparison`` is an ``engine.rewards.compare.GroupComparison``)."""
+    side by side (``comparison`` is an ``engine.rewards.edit.compare.GroupComparison``)."""
     a, b = old["version"], new["version"]
     tau = "undefined" if comparison.tau is None else f"{comparison.tau:+.2f}"
     table = Table(title=f"ranking under v{a} vs v{b} · Kendall tau {tau} · ranking "
