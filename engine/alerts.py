@@ -1,38 +1,58 @@
-"""Reward-hacking watch: alerts computed from step metrics and group stats.
+"""The run's watch: alerts computed from step metrics and group stats, by the engine.
 
-Pure Python (no textual import) so it can be unit-tested and reused. The
-engine does not compute alerts; the TUI feeds an :class:`AlertWatch` the step
-rows and group summaries it reads from the store, in step order.
+The engine feeds an :class:`AlertWatch` every step (``engine.step``), stores
+each alert as an ``alert`` event (so a headless run on a GPU box has them,
+and ``rlab watch`` / ``rlab runs`` show them), prints it, and pauses the run
+on the kinds named in ``pause_on``. The module is pure Python, so the TUI
+can replay stored steps under other thresholds (``rlab watch --alert``).
 
-Five alerts (issue 6, part 5; the motivation is "watch your rollouts, don't
-blindly trust the reward function"):
+The alerts ("watch your rollouts, don't blindly trust the reward function"):
 
 - ``reward_jump``: mean reward jumps after a plateau.
 - ``perfect_share``: a suspicious share of perfect scores in one step.
 - ``length_drift``: mean completion length drifts away from its early level.
-- ``diversity_drop``: distinct-n within groups falls (mode collapse).
+- ``diversity_drop``: distinct-n within groups falls.
 - ``judge_disagreement``: the judge ranks a group against the verifier.
+- ``collapse``: held-out pass@1 falls well below its best, or for several
+  steps most groups' completions are identical (or the policy's entropy is
+  near 0) while the success rate is well below its best: the policy stopped
+  exploring while failing (a learning rate that destroys the model).
+- ``no_signal``: almost every group has no reward spread for many steps, so
+  GRPO-family advantages are 0 and nothing is being trained.
+- ``hack``: the total reward rises while the success rate (the task's
+  declared success function, ``engine.success``) stays flat or falls.
 
 Every alert is edge-triggered: it fires on the step where its condition
-becomes true, not again while it stays true, so a long run does not drown the
-panel. Memory is bounded: the watch keeps only a sliding window of steps.
+becomes true, not again while it stays true, nor until it has been false for
+``window`` steps, so a long run (or a value hovering at its threshold) does
+not drown the panel. Memory is bounded: the watch keeps only sliding windows of steps.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import math
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from statistics import fmean
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rlab.store.records import GroupRecord
+
+#: Every alert kind, in the order the watch checks them.
+ALERT_KINDS = ("reward_jump", "perfect_share", "length_drift", "diversity_drop", "judge_disagreement",
+               "collapse", "no_signal", "hack")
 
 
 class AlertThresholds(BaseModel):
-    """Configurable thresholds of the reward-hacking watch.
+    """Configurable thresholds of the run's watch, and which alerts pause the run.
 
-    Build it from a dict (e.g. a run config's ``"alerts"`` entry) with
-    ``AlertThresholds.model_validate(d)``; unknown keys raise a
-    ``pydantic.ValidationError`` naming the key, so typos are caught.
+    Build it from a dict (e.g. a run config's ``"alerts"`` entry, set with
+    ``rlab run --alert NAME=VALUE``) with ``AlertThresholds.model_validate(d)``;
+    unknown keys raise a ``pydantic.ValidationError`` naming the key, so typos
+    are caught. ``pause_on`` is a list of alert kinds (or one comma-separated
+    string: ``--alert pause_on=collapse,hack``; empty: never pause).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -47,6 +67,31 @@ class AlertThresholds(BaseModel):
     diversity_drop: float = Field(0.5, gt=0, lt=1, description="Relative fall of mean distinct-n vs the early baseline.")
     min_rank_corr: float = Field(0.0, ge=-1, le=1, description="Spearman rho(judge, verifier) below this is disagreement.")
     disagreement_share: float = Field(0.5, gt=0, le=1, description="Share of judged groups of a step that must disagree.")
+    collapse_drop: float = Field(0.2, gt=0, le=1, description=(
+        "Held-out pass@1 (or the step's success rate, while the policy is deterministic) this far below "
+        "its best is a collapse."))
+    collapse_share: float = Field(0.8, gt=0, le=1, description=(
+        "Share of a step's groups whose completions are all identical, or of its completions that are one "
+        "text, that counts as deterministic."))
+    collapse_entropy: float = Field(0.05, ge=0, description="Mean token entropy (nats) this low also counts as deterministic.")
+    collapse_steps: int = Field(5, ge=1, description="Consecutive deterministic, failing steps before collapse fires.")
+    no_signal_share: float = Field(0.9, gt=0, le=1, description="frac_reward_zero_std at or above this is a step without signal.")
+    no_signal_steps: int = Field(10, ge=1, description="Consecutive steps without signal before no_signal fires.")
+    hack_gap: float = Field(0.15, gt=0, description=(
+        "Over the window, the rise of mean reward (divided by the rubric's total weight) minus the rise "
+        "of the success rate at which hack fires."))
+    pause_on: list[str] = Field(["collapse"], description="Alert kinds that pause the run (the others only warn).")
+
+    @field_validator("pause_on", mode="before")
+    @classmethod
+    def _kinds(cls, value: Any) -> Any:
+        """A comma-separated string is a list; every name must be an alert kind."""
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        unknown = sorted(set(value) - set(ALERT_KINDS)) if isinstance(value, list) else []
+        if unknown:
+            raise ValueError(f"pause_on names {unknown}, which are not alerts; the alerts: {', '.join(ALERT_KINDS)}")
+        return value
 
 
 @dataclass(frozen=True)
@@ -64,16 +109,49 @@ class GroupStats:
     completions: list[str]
     judge_scores: list[float | None] = field(default_factory=list)
 
+    @classmethod
+    def of_record(cls, step: int, group_id: int, group: GroupRecord) -> GroupStats:
+        """The watch's view of a group the engine just stored as ``group_id``."""
+        return cls(step, group_id, [t.reward for t in group.trajectories],
+                   [t.completion for t in group.trajectories], [t.judge_score for t in group.trajectories])
+
+    @property
+    def identical(self) -> bool:
+        """Every completion of the group is the same text (a group of two or more)."""
+        return len(self.completions) > 1 and len(set(self.completions)) == 1
+
 
 @dataclass(frozen=True)
 class Alert:
-    """One alert: its kind, the step that raised it, a sentence, the groups to open."""
+    """One alert: its kind, the step that raised it, a sentence, the groups to open.
+
+    ``action`` is ``"pause"`` when the run pauses on it, else ``"warn"``.
+    """
 
     kind: str
     step: int
     message: str
     group_ids: tuple[int, ...] = ()
     value: float | None = None
+    action: str = "warn"
+
+    def payload(self) -> dict[str, Any]:
+        """The ``alert`` event's payload (``alert`` is the kind)."""
+        return {"alert": self.kind, "message": self.message, "group_ids": list(self.group_ids),
+                "value": self.value, "action": self.action}
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> Alert:
+        """The alert of a stored ``alert`` event (``{"step", "payload"}``)."""
+        payload = event.get("payload") or {}
+        return cls(str(payload.get("alert")), int(event.get("step") or 0), str(payload.get("message", "")),
+                   tuple(payload.get("group_ids") or ()), payload.get("value"), str(payload.get("action", "warn")))
+
+    def line(self) -> str:
+        """One line for a log or a terminal: step, kind, message and what the run did."""
+        did = "; the run paused" if self.action == "pause" else ""
+        groups = f" (groups {', '.join(map(str, self.group_ids[:5]))})" if self.group_ids else ""
+        return f"alert at step {self.step}: {self.kind}: {self.message}{groups}{did}"
 
 
 def distinct_n(completions: list[str], n: int) -> float:
@@ -134,17 +212,33 @@ class AlertWatch:
     """Stateful, edge-triggered alert detector; feed it steps in order.
 
     Call :meth:`observe` once per step with the step's metrics row (TRL names:
-    ``reward``, ``completions/mean_length``) and the step's groups. State is a
-    sliding window of ``thresholds.window`` steps plus the early baselines, so
-    memory does not grow with the run.
+    ``reward``, ``completions/mean_length``, ``frac_reward_zero_std``,
+    ``entropy``; the lab's ``success_rate`` and ``eval/pass_at_1``) and the
+    step's groups. State is sliding windows of ``thresholds.window`` steps
+    plus the early baselines and the best success so far, so memory does not
+    grow with the run.
+
+    Args:
+        thresholds: the thresholds and ``pause_on`` (default: the defaults).
+        reward_scale: the rubric's total positive weight, the most reward a
+            trajectory can earn (hack compares the reward's rise divided by
+            it with the success rate's rise); 1.0 when unknown.
     """
 
-    def __init__(self, thresholds: AlertThresholds | None = None) -> None:
+    def __init__(self, thresholds: AlertThresholds | None = None, reward_scale: float = 1.0) -> None:
         self.thresholds = thresholds or AlertThresholds()
+        self.reward_scale = reward_scale
         self._rewards: deque[float] = deque(maxlen=self.thresholds.window)
         self._early_length: list[float] = []
         self._early_distinct: list[float] = []
+        self._trend: deque[tuple[float, float]] = deque(maxlen=self.thresholds.window)
+        self._best_eval: tuple[float, int] | None = None
+        self._eval_fall: Alert | None = None  # the last held-out eval's verdict, held until the next eval
+        self._best_success = 0.0
+        self._failing_deterministic = 0
+        self._no_signal = 0
         self._active: set[str] = set()
+        self._quiet: dict[str, int] = {}
         self.last_step: int | None = None
 
     def observe(self, step: int, metrics: dict, groups: list[GroupStats]) -> list[Alert]:
@@ -162,14 +256,24 @@ class AlertWatch:
             self._length_drift(step, metrics.get("completions/mean_length"), groups),
             self._diversity_drop(step, groups),
             self._judge_disagreement(step, groups),
+            self._collapse(step, metrics, groups),
+            self._no_signal_alert(step, metrics.get("frac_reward_zero_std")),
+            self._hack(step, metrics.get("reward"), metrics.get("success_rate")),
         ]
         fired = []
         for kind, alert in found:
             if alert is None:
-                self._active.discard(kind)
-            elif kind not in self._active:
+                # re-armed only after `window` quiet steps, so a value that
+                # hovers around its threshold does not fire every other step
+                self._quiet[kind] = self._quiet.get(kind, 0) + 1
+                if self._quiet[kind] >= self.thresholds.window:
+                    self._active.discard(kind)
+                continue
+            self._quiet[kind] = 0
+            if kind not in self._active:
                 self._active.add(kind)
-                fired.append(alert)
+                action = "pause" if kind in self.thresholds.pause_on else "warn"
+                fired.append(Alert(alert.kind, alert.step, alert.message, alert.group_ids, alert.value, action))
         return fired
 
     def _reward_jump(self, step: int, reward: float | None) -> tuple[str, Alert | None]:
@@ -237,7 +341,7 @@ class AlertWatch:
         for g in groups:
             if not g.judge_scores or any(s is None for s in g.judge_scores):
                 continue
-            rho = spearman(g.rewards, [float(s) for s in g.judge_scores])
+            rho = spearman(g.rewards, [float(s) for s in g.judge_scores if s is not None])
             if rho is None:
                 continue
             judged += 1
@@ -248,3 +352,78 @@ class AlertWatch:
         return kind, Alert(kind, step, f"judge and verifier disagree on {len(disagree)}/{judged} "
                            f"judged groups (Spearman rho < {th.min_rank_corr:g})",
                            tuple(disagree), len(disagree) / judged)
+
+    def _collapse(self, step: int, metrics: dict, groups: list[GroupStats]) -> tuple[str, Alert | None]:
+        """Held-out pass@1 well below its best, or a deterministic policy failing for several steps."""
+        kind, th = "collapse", self.thresholds
+        held_out = _finite(metrics.get("eval/pass_at_1"))
+        if held_out is not None:
+            self._eval_fall = None
+            if self._best_eval is not None and held_out <= self._best_eval[0] - th.collapse_drop:
+                best, at = self._best_eval
+                self._eval_fall = Alert(kind, step, f"held-out pass@1 fell from {best:.2f} (step {at}) to "
+                                        f"{held_out:.2f}", value=held_out)
+            elif self._best_eval is None or held_out > self._best_eval[0]:
+                self._best_eval = (held_out, step)
+        if self._eval_fall is not None:
+            return kind, self._eval_fall
+        success = _finite(metrics.get("success_rate"))
+        identical = [g.group_id for g in groups if g.identical]
+        texts = [text for g in groups for text in g.completions]
+        mode, mode_count = Counter(texts).most_common(1)[0] if texts else ("", 0)
+        entropy = _finite(metrics.get("entropy"))
+        deterministic = (bool(groups) and (len(identical) >= th.collapse_share * len(groups)
+                                           or mode_count >= th.collapse_share * len(texts))
+                         or (entropy is not None and entropy <= th.collapse_entropy))
+        failing = success is not None and success <= self._best_success - th.collapse_drop
+        self._failing_deterministic = self._failing_deterministic + 1 if deterministic and failing else 0
+        if success is not None:
+            self._best_success = max(self._best_success, success)
+        if self._failing_deterministic < th.collapse_steps or success is None:
+            return kind, None
+        return kind, Alert(kind, step, f"for {self._failing_deterministic} steps the policy has been near "
+                           f"deterministic ({len(identical)}/{len(groups)} groups one identical completion, "
+                           f"{mode_count}/{len(texts)} completions {mode[:40]!r}, entropy {_shown(entropy)}) while "
+                           f"the success rate fell to {success:.2f} from {self._best_success:.2f}",
+                           tuple(identical[:5]), success)
+
+    def _no_signal_alert(self, step: int, zero_std: float | None) -> tuple[str, Alert | None]:
+        """Nearly every group without reward spread for many steps: nothing is trained."""
+        kind, th = "no_signal", self.thresholds
+        share = _finite(zero_std)
+        self._no_signal = self._no_signal + 1 if share is not None and share >= th.no_signal_share else 0
+        if self._no_signal < th.no_signal_steps:
+            return kind, None
+        return kind, Alert(kind, step, f"{share:.0%} of groups had no reward spread for {self._no_signal} steps: "
+                           "their advantages are 0, so nothing is being trained (solved, collapsed, or a reward "
+                           "that cannot tell completions apart)", value=share)
+
+    def _hack(self, step: int, reward: float | None, success: float | None) -> tuple[str, Alert | None]:
+        """Over the window, the reward (per unit of rubric weight) rose while success did not follow."""
+        kind, th = "hack", self.thresholds
+        reward, success = _finite(reward), _finite(success)
+        if reward is None or success is None:
+            return kind, None
+        self._trend.append((reward, success))
+        if len(self._trend) < self._trend.maxlen:  # type: ignore[operator]
+            return kind, None
+        half = len(self._trend) // 2
+        early, late = list(self._trend)[:half], list(self._trend)[-half:]
+        reward_rise = fmean(r for r, _ in late) - fmean(r for r, _ in early)
+        success_rise = fmean(s for _, s in late) - fmean(s for _, s in early)
+        if reward_rise <= 0 or reward_rise / self.reward_scale - success_rise < th.hack_gap:
+            return kind, None
+        return kind, Alert(kind, step, f"mean reward rose {reward_rise:+.2f} over {len(self._trend)} steps while the "
+                           f"success rate moved {success_rise:+.2f}: the policy is paid for something that does "
+                           "not solve the task", value=reward_rise / self.reward_scale - success_rise)
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None (a metric not logged, or nan)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"

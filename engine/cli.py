@@ -183,7 +183,7 @@ def validation_message(err: ValidationError, given: dict[str, Any] | None = None
         rule = error["msg"].removeprefix("Value error, ")
         rule = rule.replace("Input should be", "must be").replace("Field required", "required")
         fields = [str(part) for part in error["loc"] if isinstance(part, str)]
-        if not fields:  # a rule over several fields: its message names the flags
+        if not fields or fields[0] == "alerts":  # the message names the flags itself
             parts.append(rule)
             continue
         dest = ".".join(fields[:2])

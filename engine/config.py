@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rlab.engine.alerts import AlertThresholds
 
 
 #: The tokens the loss is averaged over (RunConfig.loss_tokens; engine.train.trainer).
@@ -122,10 +124,18 @@ class RunConfig(BaseModel):
     report_dir: Path | None = Field(None, description="TensorBoard event files go to DIR/<run name>; "
                                     "default <db>.tensorboard")
 
+    success: str | None = Field(None, min_length=1, description=(
+        "the reward function whose value says a trajectory solved the task (pass@1, success_rate); "
+        "None = the task's own declaration (task.toml success = NAME), else the total reward"))
+    success_threshold: float | None = Field(None, description=(
+        "the success function's value that counts as solved; None = the task's (default 1.0)"))
+
     judge: JudgeSettings | None = Field(None, description="LLM judge (RULER); the API key comes from OPENAI_API_KEY")
-    alerts: dict[str, float] = Field(
+    alerts: dict[str, Any] = Field(
         default_factory=dict,
-        description="reward-hacking alert thresholds by name (tui.alerts.AlertThresholds), read by the TUI")
+        description="the watch's thresholds and actions by name (engine.alerts.AlertThresholds), e.g. "
+        "--alert length_drift=0.3 --alert pause_on=collapse,hack; the engine raises the alerts, stores "
+        "them as events and pauses on those in pause_on (default: collapse)")
 
     backend: Literal["hf", "vllm"] = Field("hf", description="rollout generation backend")
     vllm_url: str | None = Field(None, description=(
@@ -141,6 +151,21 @@ class RunConfig(BaseModel):
                                     description="module names that get LoRA adapters")
     gradient_checkpointing: bool = Field(False, description="trade compute for activation memory")
     bf16: bool | None = Field(None, description="bf16 autocast; None = on where the GPU supports it")
+
+    @field_validator("alerts")
+    @classmethod
+    def _alert_names(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Each given threshold checked and converted by AlertThresholds (unknown names refused,
+        with the known ones listed)."""
+        try:
+            checked = AlertThresholds.model_validate(given)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"--alert {'.'.join(map(str, e['loc']))}={given.get(str(e['loc'][0]), '')}: "
+                + ("no such alert setting" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, "))
+                for e in err.errors(include_url=False))
+            raise ValueError(f"{problems} (the settings: {', '.join(AlertThresholds.model_fields)})") from None
+        return {name: getattr(checked, name) for name in given}
 
     @model_validator(mode="after")
     def _groups_to_compare(self) -> "RunConfig":

@@ -111,10 +111,12 @@ def scorer_version(source: str) -> str | None:
     return None
 
 
-def scorer_fields(source: str) -> dict[str, Any]:
-    """The manifest's ``scorer``: sha256 of the reward file's source and its version."""
+def scorer_fields(source: str, success: str) -> dict[str, Any]:
+    """The manifest's ``scorer``: sha256 of the reward file's source, its
+    version, and what counts as solved (``SuccessRule.label``: two runs whose
+    pass@1 counts different things are not compared)."""
     return {"source_sha256": hashlib.sha256(source.encode()).hexdigest(),
-            "version": scorer_version(source)}
+            "version": scorer_version(source), "success": success}
 
 
 def prompt_fields(system_prompt: str | None, chat_template: str | None) -> dict[str, str]:
@@ -125,7 +127,7 @@ def prompt_fields(system_prompt: str | None, chat_template: str | None) -> dict[
 
 def build_loop_manifest(*, kind: str, scenario, split: str, examples: list[dict],
                         chat_template: str | None, reward_source: str, reward_file: Path,
-                        sampling: dict[str, Any], seed: int, model: dict[str, Any],
+                        success: str, sampling: dict[str, Any], seed: int, model: dict[str, Any],
                         config: dict[str, Any]) -> dict[str, Any]:
     """The manifest of an eval (loop A) or select (loop B) run.
 
@@ -136,6 +138,7 @@ def build_loop_manifest(*, kind: str, scenario, split: str, examples: list[dict]
         examples: the examples measured (hashed as canonical JSON).
         chat_template: the tokenizer's chat template, None for frozen completions.
         reward_source, reward_file: the rubric's source and its file.
+        success: what counts as solved (``engine.success.SuccessRule.label``).
         sampling: temperature, max_new_tokens, n (samples per prompt).
         seed: the sampling seed.
         model: where the completions came from (model dir and weights hash,
@@ -148,7 +151,7 @@ def build_loop_manifest(*, kind: str, scenario, split: str, examples: list[dict]
         "split": split,
         "dataset": {"sha256": sha256_json(examples), "size": len(examples)},
         "prompt": prompt_fields(scenario.system_prompt, chat_template),
-        "scorer": scorer_fields(reward_source),
+        "scorer": scorer_fields(reward_source, success),
         "sampling": sampling,
         "model": model,
         "files": {"reward_file": str(reward_file), "reward_file_sha256": file_sha256(reward_file),
@@ -159,7 +162,7 @@ def build_loop_manifest(*, kind: str, scenario, split: str, examples: list[dict]
     }
 
 
-def build_manifest(*, scenario, config, chat_template: str | None, reward_source: str,
+def build_manifest(*, scenario, config, chat_template: str | None, reward_source: str, success: str,
                    model_dir: Path) -> dict[str, Any]:
     """The manifest of a run (a JSON-ready dict of hashes and settings).
 
@@ -168,6 +171,7 @@ def build_manifest(*, scenario, config, chat_template: str | None, reward_source
         config: the RunConfig (seed and sampling settings are copied).
         chat_template: the tokenizer's chat template (the prompt template).
         reward_source: the rubric file's source at the start of the run.
+        success: what counts as solved (``engine.success.SuccessRule.label``).
         model_dir: the policy's model directory (its weights are hashed).
     """
     return {
@@ -178,7 +182,7 @@ def build_manifest(*, scenario, config, chat_template: str | None, reward_source
             **getattr(scenario, "dataset_info", {}),  # a user task's files and held-out split
         },
         "prompt": prompt_fields(scenario.system_prompt, chat_template),
-        "scorer": scorer_fields(reward_source),
+        "scorer": scorer_fields(reward_source, success),
         "sampling": {name: getattr(config, name) for name in SAMPLING_FIELDS},
         "model": {"path": str(model_dir), "weights_sha256": sha256_files(model_dir)},
         "package_version": package_version(),

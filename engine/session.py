@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import random
 import shutil
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats
 from rlab.engine.config import RunConfig
 from rlab.engine.manifest import build_manifest
 from rlab.engine.policy.device import set_cpu_threads, training_options
@@ -38,6 +40,7 @@ from rlab.engine.train.checkpoint import load_checkpoint, save_checkpoint
 from rlab.engine.train.retention import prune_checkpoints
 from rlab.engine.train.trainer import TrainConfig, Trainer
 from rlab.engine.train.warm_start import ensure_tiny_model
+from rlab.engine.success import SuccessRule
 from rlab.engine.types import Example, Scenario
 from rlab.scenarios import load_scenario
 from rlab.store.reader import StoreReader, resolve_run
@@ -62,8 +65,10 @@ class Session:
     so user reward code never runs in the engine (engine.rewards.scoring_process).
     reward_version counts the rubric versions applied (1 = the scenario's
     file); first_step is 1, or the step after the checkpoint a resumed run
-    restarts from. recent_groups: the last step's groups, which a reward
-    edit must score cleanly before it is applied.
+    restarts from. success: what counts as solved (``engine.success``).
+    watch: the run's alerts (``engine.alerts``). recent_groups: the last
+    step's last groups, which a reward edit must score cleanly before it is
+    applied; step_groups: the last step's groups as the watch sees them.
     """
 
     config: RunConfig
@@ -82,7 +87,10 @@ class Session:
     reward_version: int
     first_step: int
     rng: random.Random
+    success: SuccessRule
+    watch: AlertWatch
     recent_groups: list[GroupRecord] = field(default_factory=list)
+    step_groups: list[GroupStats] = field(default_factory=list)
     server: ServerProcess | None = None
 
     def close_servers(self) -> None:
@@ -225,19 +233,28 @@ def start(config: RunConfig) -> Session:
     shutil.copyfile(scenario.reward_file, reward_file)
     rubric = load_rubric(reward_file)  # the scenario's own file, trusted; edits run only in child processes
     log_reward_styles(rubric)
+    success = SuccessRule.of(scenario, config)
+    success.check(rubric.weights, str(scenario.reward_file))
     stored = config.model_dump(mode="json") | {"name": name, "reward_file": str(reward_file),
-                                               "model_dir": str(model_dir)}
+                                               "model_dir": str(model_dir), "success": success.function,
+                                               "success_threshold": success.threshold,
+                                               "alerts_by": "engine"}  # the TUI shows its alert events
     manifest = build_manifest(scenario=scenario, config=config,
                               chat_template=parts.policy.tokenizer.chat_template,
-                              reward_source=rubric.source, model_dir=model_dir)
+                              reward_source=rubric.source, success=success.label, model_dir=model_dir)
     manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
     run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)
     parts.with_events(writer, run_id)
     writer.write_reward_version(run_id, 1, rubric.source, rubric.weights)
+    warning = success.warning(rubric.weights)
+    if warning is not None:
+        print(f"rlab: warning: {warning}", file=sys.stderr, flush=True)
+        writer.write_event(run_id, "warning", {"warning": warning}, step=0)
     scoring = ScoringProcess()
     return Session(config, scenario, parts.policy, parts.vllm, parts.trainer,
                    parts.rollout, parts.judge, writer, run_id, name, reward_file, ProcessRubric(rubric, scoring),
-                   scoring, 1, 1, random.Random(config.seed), server=parts.server)
+                   scoring, 1, 1, random.Random(config.seed), success, watch_of(config, rubric.weights),
+                   server=parts.server)
 
 
 def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
@@ -268,7 +285,19 @@ def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
     scoring = ScoringProcess()
     return Session(merged, scenario, parts.policy, parts.vllm, parts.trainer,
                    parts.rollout, parts.judge, writer, found["id"], found["name"], reward_file,
-                   ProcessRubric(rubric, scoring), scoring, version, first_step, rng, server=parts.server)
+                   ProcessRubric(rubric, scoring), scoring, version, first_step, rng,
+                   SuccessRule.of(scenario, merged), watch_of(merged, rubric.weights), server=parts.server)
+
+
+def reward_scale(weights: dict[str, float]) -> float:
+    """The most reward a trajectory can earn when every function scores 1: the
+    sum of the positive weights (at least 1), the hack alert's unit of reward."""
+    return max(1.0, sum(w for w in weights.values() if w > 0))
+
+
+def watch_of(config: RunConfig, weights: dict[str, float]) -> AlertWatch:
+    """The run's alert watch: its ``--alert`` thresholds, the rubric's reward scale."""
+    return AlertWatch(AlertThresholds.model_validate(config.alerts), reward_scale(weights))
 
 
 def _as_rng_state(state: list | tuple) -> tuple:

@@ -19,12 +19,14 @@ import math
 import sys
 import time
 
+from rlab.engine.alerts import GroupStats
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.device import peak_memory_metric
 from rlab.engine.reporting import Reporter
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
 from rlab.engine.rewards.scoring import Scored, score
-from rlab.engine.session import Session, checkpoint, start
+from rlab.engine.rollout.play import HeldOut
+from rlab.engine.session import Session, checkpoint, reward_scale, start
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.train.batch import to_batch
 from rlab.engine.train.guard import check_finite
@@ -64,21 +66,28 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     ``eval_pass_at_1_final``, ``status`` and ``eval_curve``:
     ``[[seconds_of_training, pass_at_1], ...]`` for every held-out eval (the
     initial one at 0, the final one last), where seconds of training are wall
-    seconds since the first step minus the time spent in held-out evals, so
-    the time to a pass@1 target reads from it. An opened ``reporter`` also
+    seconds since the first step minus the time spent in held-out evals and
+    paused, so the time to a pass@1 target reads from it. An opened ``reporter`` also
     gets every step's metrics (Trackio, TensorBoard: engine.reporting).
     """
     reporter = reporter or Reporter([], session.config.db)
     cfg, writer = session.config, session.writer
     controller = Controller(writer, session.run_id)
+    _say(f"held-out evaluation of the starting policy ({len(session.eval_examples)} examples, "
+         f"pass@1 = {session.success.label})")
     initial = evaluate(session)
-    writer.write_step(session.run_id, session.first_step - 1, {"eval/pass_at_1": initial})
-    reporter.log(session.first_step - 1, {"eval/pass_at_1": initial})
+    writer.write_step(session.run_id, session.first_step - 1, initial.metrics())
+    reporter.log(session.first_step - 1, initial.metrics())
+    raise_alerts(session, controller, session.first_step - 1, initial.metrics())  # the watch's best pass@1
     t_start = time.perf_counter()
+
+    def running() -> float:  # seconds of training so far: wall time less pauses
+        return time.perf_counter() - t_start - controller.paused_seconds
+
     step = session.first_step
-    curve: list[list[float | None]] = [[0.0, initial]]
+    curve: list[list[float | None]] = [[0.0, _value(initial.pass_at_1)]]
     eval_s = 0.0
-    while not _budget_spent(cfg, step, time.perf_counter() - t_start):
+    while not _budget_spent(cfg, step, running()):
         controller.poll(step)
         controller.wait_while_paused(step, lambda: writer.heartbeat(session.run_id, step))
         if controller.stop:
@@ -89,28 +98,28 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         # (linear) schedule does over its steps; seconds count as budget too.
         # The warm-up keeps the fresh optimizer's first, sign-like Adam steps
         # from knocking the policy off its warm start.
-        used = budget_fraction(cfg, step, time.perf_counter() - t_start)
+        used = budget_fraction(cfg, step, running())
         warm = min(1.0, step / cfg.lr_warmup_steps) if cfg.lr_warmup_steps else 1.0
         session.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
         metrics = train_step(session, controller, step)
         metrics["learning_rate"] = session.trainer.learning_rate
         if step % cfg.eval_every == 0:
-            t_eval = time.perf_counter()
+            t_eval = running()
             held_out = evaluate(session)
-            curve.append([round(t_eval - t_start - eval_s, 2), held_out])
-            eval_s += time.perf_counter() - t_eval
-            if held_out is not None:
-                metrics["eval/pass_at_1"] = held_out
-        metrics["elapsed_seconds"] = time.perf_counter() - t_start
+            curve.append([round(t_eval - eval_s, 2), _value(held_out.pass_at_1)])
+            eval_s += running() - t_eval
+            metrics.update(held_out.metrics())
+        metrics["elapsed_seconds"] = running()
         writer.write_step(session.run_id, step, metrics)
         reporter.log(step, metrics)
         writer.heartbeat(session.run_id, step)
+        raise_alerts(session, controller, step, metrics)
         if step % cfg.checkpoint_every == 0:
             checkpoint(session, step)
-        _progress(step, metrics, time.perf_counter() - t_start, step - session.first_step + 1)
+        _progress(step, metrics, running(), step - session.first_step + 1)
         controller.end_of_step(step)
         step += 1
-    return _finish(session, controller, step - 1, initial, time.perf_counter() - t_start, curve, eval_s)
+    return _finish(session, controller, step - 1, initial, running(), curve, eval_s)
 
 
 def train_step(session: Session, controller: Controller, step: int) -> dict[str, float]:
@@ -130,9 +139,12 @@ def train_step(session: Session, controller: Controller, step: int) -> dict[str,
     advantages = rollout_advantages(rollouts, scored.rewards, skip=scored.judge_failed | scored.errored_groups,
                                     method=cfg.advantage, turn_rewards=scored.turn_rewards, gamma=cfg.gamma,
                                     omega=cfg.omega, mode=cfg.gigpo_mode)
-    batch = to_batch(rollouts, scored, advantages, session.reward_version, per_turn=cfg.train_unit == "turn")
+    batch = to_batch(rollouts, scored, advantages, session.reward_version, session.success,
+                     per_turn=cfg.train_unit == "turn")
     session.recent_groups = batch.groups[-CHECK_GROUPS:]
     group_ids = _store_groups(session, controller, step, batch)
+    session.step_groups = [GroupStats.of_record(step, group_id, group)
+                           for group_id, group in zip(group_ids, batch.groups)]
     _record_judge(session, controller, step, scored, group_ids)
     t_update = time.perf_counter()
     update = session.trainer.step(batch.samples)
@@ -148,11 +160,34 @@ def train_step(session: Session, controller: Controller, step: int) -> dict[str,
     return metrics
 
 
-def evaluate(session: Session) -> float | None:
-    """Held-out greedy pass@1 (success rate for multi-step scenarios); None when a
-    score errored: pass@1 is never computed from errored scores."""
-    score = session.rollout.evaluate(session.eval_examples, session.rubric)
-    return None if math.isnan(score) else score
+def evaluate(session: Session) -> HeldOut:
+    """Held-out greedy evaluation: pass@1 by the run's success rule (nan when a
+    score errored: pass@1 is never computed from errored scores), the mean
+    reward and each reward function's mean."""
+    return session.rollout.evaluate(session.eval_examples, session.rubric, session.success)
+
+
+def raise_alerts(session: Session, controller: Controller, step: int, metrics: dict[str, float]) -> None:
+    """Run the watch on this step (``engine.alerts``): store each alert as an
+    event, print it, and pause the run on the kinds in ``pause_on``."""
+    for alert in session.watch.observe(step, metrics, session.step_groups):
+        session.writer.write_event(session.run_id, "alert", alert.payload(), step=step)
+        _say(alert.line())
+        if alert.action == "pause":
+            controller.pause(step, f"alert: {alert.kind}", message=alert.message)
+            _say(f"paused at step {step}; look at the groups with `rlab watch --db {session.config.db} "
+                 f"{session.name}`, then resume with `rlab resume {session.name} --db {session.config.db}` "
+                 "(or space in the TUI)")
+
+
+def _value(pass_at_1: float) -> float | None:
+    """pass@1 as the summary and curve hold it: None for no verdict (nan)."""
+    return None if math.isnan(pass_at_1) else pass_at_1
+
+
+def _say(line: str) -> None:
+    """One line for a person watching a headless run (stderr, after the progress line)."""
+    print(f"\nrlab: {line}", file=sys.stderr, flush=True)
 
 
 def _store_groups(session: Session, controller: Controller, step: int, batch: StepBatch) -> list[int]:
@@ -224,12 +259,13 @@ def apply_reward_edit(session: Session, controller: Controller, step: int) -> No
     controller.pending_rewards = None
     samples = check_samples(session.recent_groups, multi_step=session.scenario.multi_step)
     try:
-        rubric = accept_edit(payload, samples, filename=session.reward_file.name)
+        rubric = accept_edit(payload, samples, filename=session.reward_file.name, success=session.success)
     except EditRejected as err:
         session.writer.resolve_command(command_id, "rejected", str(err))
         session.writer.write_event(session.run_id, "error", {"reward_edit_rejected": str(err)}, step=step)
         return
     session.use_rubric(rubric)
+    session.watch.reward_scale = reward_scale(rubric.weights)
     session.reward_version += 1
     sha = session.writer.write_reward_version(session.run_id, session.reward_version, rubric.source,
                                               rubric.weights)
@@ -271,20 +307,21 @@ def _progress(step: int, metrics: dict[str, float], elapsed: float, done: int) -
     print("\r" + shown, end="", file=sys.stderr, flush=True)
 
 
-def _finish(session: Session, controller: Controller, last: int, initial: float | None, seconds: float,
+def _finish(session: Session, controller: Controller, last: int, initial: HeldOut, seconds: float,
             curve: list[list[float | None]], eval_s: float) -> dict:
     """Final held-out eval, last checkpoint, status; the summary."""
-    final = evaluate(session)
+    held_out = evaluate(session)
+    final = _value(held_out.pass_at_1)
     if last >= session.first_step and last % session.config.eval_every != 0:
         curve.append([round(seconds - eval_s, 2), final])
-    session.writer.write_step(session.run_id, last, {"eval/pass_at_1": final})
+    session.writer.write_step(session.run_id, last, held_out.metrics())
     if last >= session.first_step and last % session.config.checkpoint_every != 0:
         checkpoint(session, last)
     status = "stopped" if controller.stop else "finished"
     session.writer.set_status(session.run_id, status)
     print(file=sys.stderr)
     return {"run_id": session.run_id, "name": session.name, "steps": last - session.first_step + 1,
-            "last_step": last, "seconds": round(seconds, 2), "eval_pass_at_1_initial": initial,
+            "last_step": last, "seconds": round(seconds, 2), "eval_pass_at_1_initial": _value(initial.pass_at_1),
             "eval_pass_at_1_final": final, "status": status, "eval_curve": curve}
 
 

@@ -252,7 +252,9 @@ class Scenario(Protocol):
     at this greedy probe pass@1 (None: never early) or after this many
     supervised steps. run_defaults: RunConfig values this task needs instead
     of the arithmetic recipe's (e.g. a longer ``max_new_tokens``); a value
-    the user set explicitly wins.
+    the user set explicitly wins. success / success_threshold: what counts as
+    solved, the reward function of ``reward_file`` whose unweighted value
+    must reach the threshold (None: the total reward; ``engine.success``).
     """
 
     name: str
@@ -260,6 +262,8 @@ class Scenario(Protocol):
     system_prompt: str | None
     reward_file: Path
     judge_rubric: str | None
+    success: str | None
+    success_threshold: float
     warm_start_target: float | None
     warm_start_steps: int
     run_defaults: Mapping[str, Any]

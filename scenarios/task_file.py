@@ -32,7 +32,9 @@ class TaskSpec(BaseModel):
     completion length (tokens per turn); a ``--max-new-tokens`` flag or a
     run-config key overrides it. ``env`` names a multi-step environment class
     as ``"env.py:ClassName"`` (protocol in docs/tasks.md); ``max_turns``
-    bounds its episodes (assistant turns).
+    bounds its episodes (assistant turns). ``success`` names the reward
+    function that says a trajectory solved the task (its unweighted value
+    >= ``success_threshold``); without it, pass@1 is total reward >= 1.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -48,6 +50,8 @@ class TaskSpec(BaseModel):
     max_new_tokens: int | None = Field(None, ge=1)
     env: str | None = None
     max_turns: int = Field(8, ge=1)
+    success: str | None = Field(None, min_length=1)
+    success_threshold: float = Field(1.0, allow_inf_nan=False)
 
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
@@ -60,8 +64,10 @@ class ReasoningGymSpec(BaseModel):
     settings, ``system_prompt`` replaces reasoning-gym's default one (a
     135 M model follows a short prompt with an example better),
     ``rewards`` a reward file (relative to the toml) that replaces the
-    generated one, and ``max_new_tokens`` is the task's default completion
-    length in tokens.
+    generated one, ``max_new_tokens`` is the task's default completion
+    length in tokens, and ``success`` the reward function that says a
+    problem is solved (the generated file's ``correct``: the dataset's own
+    ``score_answer``).
     ``--task reasoning-gym:NAME`` is the same with every default.
     """
 
@@ -72,6 +78,8 @@ class ReasoningGymSpec(BaseModel):
     system_prompt: str | None = None
     rewards: str | None = None
     max_new_tokens: int | None = Field(None, ge=1)
+    success: str = Field("correct", min_length=1)
+    success_threshold: float = Field(1.0, allow_inf_nan=False)
 
 
 def load_task(ref: str | Path | Mapping[str, Any]) -> Any:
@@ -113,6 +121,7 @@ def _from_table(raw: dict[str, Any], base: Path, where: str) -> Any:
         task = third_party.reasoning_gym_task(spec.reasoning_gym, spec.config)
         task.system_prompt = spec.system_prompt or task.system_prompt
         task.max_new_tokens = spec.max_new_tokens or task.max_new_tokens
+        task.success, task.success_threshold = spec.success, spec.success_threshold
         if spec.rewards is not None:
             task.reward_file = _existing(base, spec.rewards, "rewards", where)
         return task
@@ -159,7 +168,8 @@ def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
     name = spec.name or (base.name if Path(where).name == "task.toml" else Path(where).stem)
     return TaskScenario(name=name, system_prompt=spec.system_prompt, reward_file=rewards, train=train,
                         eval=held_out, dataset_info=info, max_new_tokens=spec.max_new_tokens,
-                        max_turns=spec.max_turns, env_factory=factory)
+                        max_turns=spec.max_turns, env_factory=factory, success=spec.success,
+                        success_threshold=spec.success_threshold)
 
 
 def _existing(base: Path, relative: str, key: str, where: str) -> Path:

@@ -42,6 +42,9 @@ class TaskScenario:
     env_factory: Callable[[dict[str, Any]], Any] | None = None
     multi_step: bool = field(init=False)
     judge_rubric: str | None = None
+    # What counts as solved: a reward function of reward_file (None: the total reward).
+    success: str | None = None
+    success_threshold: float = 1.0
     # The tiny policy's warm start on a user task: the arithmetic recipe's target and budget.
     warm_start_target: float | None = 0.4
     warm_start_steps: int = 4000

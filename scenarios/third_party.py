@@ -129,7 +129,7 @@ def reasoning_gym_task(name: str, config: dict[str, Any] | None = None) -> TaskS
     info = {"source": f"reasoning-gym:{name}", "config": config, "train_seed": TRAIN_SEED,
             "eval_seed": EVAL_SEED, "held_out": None, "train_rows": len(train), "eval_rows": len(held_out)}
     return TaskScenario(name=f"rg-{name}", system_prompt=SYSTEM_PROMPTS["default"], reward_file=rewards,
-                        train=train, eval=held_out, dataset_info=info, max_new_tokens=64)
+                        train=train, eval=held_out, dataset_info=info, max_new_tokens=64, success="correct")
 
 
 def _config_digest(config: dict[str, Any]) -> str:

@@ -80,6 +80,8 @@ class Controller:
 
     ``pending_rewards`` holds the payload of the latest ``set_rewards``
     command until the run loop applies it at the next step boundary.
+    ``paused_seconds``: wall seconds spent waiting while paused (a run's
+    seconds of training and its time budget leave them out).
     """
 
     writer: StoreWriter
@@ -89,6 +91,7 @@ class Controller:
     step_once: bool = False
     pending_rewards: tuple[int, dict] | None = None
     poll_interval_s: float = 0.1
+    paused_seconds: float = 0.0
     # A set_rewards command stays pending in the table until the step
     # boundary applies it; commands already taken are not taken twice.
     taken: set[int] = field(default_factory=set)
@@ -144,8 +147,11 @@ class Controller:
             self.pause(step, "single step done")
 
     def wait_while_paused(self, step: int, heartbeat: Callable[[], None]) -> None:
-        """Block (polling commands) until resumed or stopped."""
+        """Block (polling commands) until resumed or stopped; the wait is added to
+        :attr:`paused_seconds`."""
+        start = time.perf_counter()
         while self.paused and not self.stop:
             heartbeat()
             time.sleep(self.poll_interval_s)
             self.poll(step)
+        self.paused_seconds += time.perf_counter() - start

@@ -9,26 +9,24 @@ import sqlite3
 from pathlib import Path
 
 from rlab.store.db import connect
-from rlab.store.reader import StoreReader, resolve_run
+from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
+from rlab.store.reader import StoreReader, passed_sql, resolve_run
 from rlab.store.rows import RunRow, RunSummaryRow
 from rlab.store.secrets import scrub, scrub_text, secret_env_values
-
-PASS_THRESHOLD = 1.0
-"""A trajectory passes when its reward is >= this (summary pass rates)."""
 
 RESULT_FIELDS = (
     "trajectory_id", "step", "group_id", "example_id", "prompt", "completion", "reward",
     "components", "details", "parse_status", "advantage", "reward_version", "judge_score",
-    "truncated", "completion_tokens",
+    "truncated", "completion_tokens", "success",
 )
 _RESULTS_SQL = (
     "SELECT t.id, t.step, t.group_id, g.example_id, g.prompt, t.completion, t.reward, "
     "t.components, t.details, t.parse_status, t.advantage, t.reward_version, t.judge_score, "
-    't.truncated, t.completion_tokens FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+    't.truncated, t.completion_tokens, t.success FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
     "WHERE t.run_id = ? AND g.superseded = 0 ORDER BY t.id"
 )
 _PER_STEP_SQL = (
-    "SELECT t.step, COUNT(*), SUM(t.reward >= ?), AVG(t.reward), AVG(t.reward * t.reward) "
+    f"SELECT t.step, COUNT(*), SUM({passed_sql()}), AVG(t.reward), AVG(t.reward * t.reward) "
     'FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
     "WHERE t.run_id = ? AND g.superseded = 0 GROUP BY t.step ORDER BY t.step"
 )
@@ -59,8 +57,10 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
     - ``summary.json``: the run's kind; ``n``, ``pass_at_1`` and
       ``mean_reward`` (a training run: trajectories, last held-out pass@1,
       mean reward; an eval or select run: its stored summary, with
-      ``pass_at_k`` for select); per step, the number of trajectories, pass rate
-      (fraction with reward >= ``PASS_THRESHOLD``), reward mean and
+      ``pass_at_k`` for select); ``success``: what counts as solved (the
+      run's declared success function and threshold); per step, the number
+      of trajectories, pass rate (fraction solved: ``store.reader.passed_sql``),
+      reward mean and
       population std; the ``eval/pass_at_1`` series; counts of trajectories
       by ``parse_status`` (failure modes).
     - ``manifest.json``: the manifest the engine stored at ``start_run``.
@@ -109,8 +109,7 @@ def _write_results(conn: sqlite3.Connection, run_id: int, path: Path,
 
 def _summary(conn: sqlite3.Connection, run: RunRow, series: list[dict]) -> dict:
     steps = []
-    for step, count, passed, mean, mean_sq in conn.execute(_PER_STEP_SQL, [PASS_THRESHOLD,
-                                                                           run["id"]]):
+    for step, count, passed, mean, mean_sq in conn.execute(_PER_STEP_SQL, [run["id"]]):
         steps.append({"step": step, "trajectories": count, "pass_rate": (passed or 0) / count,
                       "reward_mean": mean,
                       "reward_std": None if mean is None else math.sqrt(max(mean_sq - mean**2, 0))})
@@ -127,13 +126,22 @@ def _summary(conn: sqlite3.Connection, run: RunRow, series: list[dict]) -> dict:
         "pass_at_1": evals[-1]["value"] if evals else None,
         "mean_reward": (sum(s["reward_mean"] * s["trajectories"] for s in rewarded)
                         / sum(s["trajectories"] for s in rewarded)) if rewarded else None,
-        "pass_threshold": PASS_THRESHOLD,
+        "success": success_rule(run),
         "trajectories": trajectories,
         "steps": steps,
         "eval_pass_at_1": evals,
         "failure_modes": dict(conn.execute(_FAILURE_SQL, [run["id"]]).fetchall()),
         **(run.get("summary") or {}),
     }
+
+
+def success_rule(run: RunRow) -> dict:
+    """What the run counted as solved: ``{"function", "threshold"}`` from its
+    stored config (``function`` None: the total reward; runs stored before
+    success was declared, and imported runs, were judged by reward >= 1)."""
+    config = run.get("config") or {}
+    return {"function": config.get("success"),
+            "threshold": config.get("success_threshold", DEFAULT_SUCCESS_THRESHOLD)}
 
 
 def _write_json(path: Path, value: dict, secrets: list[str]) -> Path:

@@ -13,7 +13,9 @@ reward-function versions, checkpoints, crash detection fields and the hot
 metric columns of ``steps``. Version 3 adds a covering index for step series; version 4 gives turns their
 run and step; version 5 keeps each group's dataset example; version 6 gives
 runs a kind (train / eval / select) and the summary of an eval or select run;
-version 8 records each judge call's response mode and attempts.
+version 8 records each judge call's response mode and attempts; version 9
+each turn's environment reward; version 10 each trajectory's success and
+each step's success rate and held-out mean reward.
 
 Units: every ``*_at`` column is Unix time in seconds (REAL); ``*_tokens``
 columns count tokens; ``latency_s`` and ``step_seconds`` are seconds. JSON
@@ -240,5 +242,25 @@ V9 = [
     "ALTER TABLE turns ADD COLUMN env_reward REAL",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
+V10 = [
+    # Whether each trajectory solved its task by the run's declared success
+    # function (engine.success): 1, 0, or NULL (no verdict: an errored score,
+    # or a run stored before v10 / imported, which readers judge by
+    # reward >= 1, the old rule).
+    "ALTER TABLE trajectories ADD COLUMN success INTEGER",
+    # The success rate of each step's rollouts and the held-out mean reward
+    # beside held-out pass@1, as hot columns (the dashboard plots success
+    # and reward side by side), filled from the metrics JSON, and the
+    # covering index of the step series rebuilt with them.
+    "ALTER TABLE steps ADD COLUMN success_rate REAL",
+    "ALTER TABLE steps ADD COLUMN eval_reward REAL",
+    """UPDATE steps SET success_rate = json_extract(metrics, '$."success_rate"'),
+        eval_reward = json_extract(metrics, '$."eval/reward"')""",
+    "DROP INDEX steps_series",
+    "CREATE INDEX steps_series ON steps(run_id, step, reward, reward_std, reward_min, "
+    "reward_max, frac_reward_zero_std, kl, entropy, clip_ratio, completions_mean_length, loss, "
+    "grad_norm, step_seconds, eval_pass_at_1, judge_tau, success_rate, eval_reward)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -16,7 +16,7 @@ from typing import Iterator, cast
 
 from rlab.store.db import SchemaVersionError, connect, open_db
 from rlab.store.migrations import SCHEMA_VERSION
-from rlab.store.records import STEP_METRIC_COLUMNS
+from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, STEP_METRIC_COLUMNS
 from rlab.store.rows import (
     EventRow,
     GroupRow,
@@ -36,8 +36,14 @@ _SERIES_COLUMNS = ", ".join(
 )
 _ROLLOUT_COLUMNS = (
     "t.id, t.run_id, t.step, t.group_id, t.idx, g.example_id, g.prompt, t.completion, "
-    "t.reward, t.advantage, t.parse_status, t.completion_tokens, t.truncated, t.judge_score"
+    "t.reward, t.advantage, t.parse_status, t.completion_tokens, t.truncated, t.judge_score, t.success"
 )
+
+
+def passed_sql(alias: str = "t") -> str:
+    """SQL for "this trajectory solved its task": its stored success verdict,
+    else (stored before schema v10, or imported) reward >= 1."""
+    return f"COALESCE({alias}.success, {alias}.reward >= {DEFAULT_SUCCESS_THRESHOLD})"
 
 
 class StoreReader:
@@ -100,14 +106,20 @@ class StoreReader:
 
     def runs(self) -> list[RunSummaryRow]:
         """All runs, oldest first: the run columns except config/manifest/summary,
-        plus ``steps`` (number of step rows) and ``final_pass_at_1`` (the
-        last ``eval/pass_at_1`` written, or None)."""
+        plus ``steps`` (training steps stored: step 0, the evaluation before
+        training or an eval/select run's measurement, is not one),
+        ``final_pass_at_1`` (the last ``eval/pass_at_1`` written, or None),
+        ``alerts`` (alert events) and ``last_alert`` (``"kind at step N"`` of
+        the newest, or None)."""
         return cast(list[RunSummaryRow], self._all(
             "SELECT r.id, r.name, r.kind, r.scenario, r.status, r.pid, r.host, r.created_at, "
             "r.ended_at, r.heartbeat_at, r.last_step, r.reward_file, "
-            "(SELECT COUNT(*) FROM steps s WHERE s.run_id = r.id) AS steps, "
+            "(SELECT COUNT(*) FROM steps s WHERE s.run_id = r.id AND s.step > 0) AS steps, "
             "(SELECT s.eval_pass_at_1 FROM steps s WHERE s.run_id = r.id "
-            " AND s.eval_pass_at_1 IS NOT NULL ORDER BY s.step DESC LIMIT 1) AS final_pass_at_1 "
+            " AND s.eval_pass_at_1 IS NOT NULL ORDER BY s.step DESC LIMIT 1) AS final_pass_at_1, "
+            "(SELECT COUNT(*) FROM events e WHERE e.run_id = r.id AND e.kind = 'alert') AS alerts, "
+            "(SELECT json_extract(e.payload, '$.alert') || ' at step ' || e.step FROM events e "
+            " WHERE e.run_id = r.id AND e.kind = 'alert' ORDER BY e.id DESC LIMIT 1) AS last_alert "
             "FROM runs r ORDER BY r.id", []))
 
     def run(self, run_id: int) -> RunRow | None:
@@ -224,7 +236,7 @@ class StoreReader:
     def groups_of_step(self, run_id: int, step: int) -> list[StepGroupRow]:
         """The step's groups (superseded ones skipped), by index, each with
         ``trajectories``: ``[{"id", "idx", "reward", "advantage",
-        "parse_status", "completion_tokens", "truncated", "judge_score",
+        "parse_status", "completion_tokens", "truncated", "judge_score", "success",
         "judge_rank"}]`` in index order."""
         with self._snapshot() as conn:
             groups = fetch_dicts(conn.execute(
@@ -236,7 +248,7 @@ class StoreReader:
             marks = ", ".join("?" for _ in by_id)
             for row in fetch_dicts(conn.execute(
                     "SELECT id, group_id, idx, reward, advantage, parse_status, "
-                    "completion_tokens, truncated, judge_score, judge_rank FROM trajectories "
+                    "completion_tokens, truncated, judge_score, judge_rank, success FROM trajectories "
                     f"WHERE group_id IN ({marks}) ORDER BY group_id, idx", list(by_id))):
                 by_id[row.pop("group_id")]["trajectories"].append(row)
         return cast(list[StepGroupRow], list(by_id.values()))
@@ -345,24 +357,26 @@ class StoreReader:
     def outcomes(self, run_id: int, step: int | None = None) -> list[dict]:
         """Every trajectory of the run (superseded groups skipped), or of one
         ``step``, in write order: ``{"id", "step", "group_id", "idx",
-        "example_id", "reward", "parse_status"}``. What paired comparisons
-        and pass@k need, without the text."""
+        "example_id", "reward", "parse_status", "passed"}`` (``passed``: 1 when
+        it solved its task, :func:`passed_sql`; 0 or None otherwise). What
+        paired comparisons and pass@k need, without the text."""
         where = "" if step is None else " AND t.step = ?"
         return self._all(
-            "SELECT t.id, t.step, t.group_id, t.idx, g.example_id, t.reward, t.parse_status "
+            f"SELECT t.id, t.step, t.group_id, t.idx, g.example_id, t.reward, t.parse_status, {passed_sql()} "
+            "AS passed "
             'FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
             f"WHERE t.run_id = ? AND g.superseded = 0{where} ORDER BY t.id",
             [run_id] + ([] if step is None else [step]))
 
     def lowest_rewards(self, run_id: int, limit: int, *, step: int | None = None,
-                       below: float | None = None) -> list[dict]:
+                       failed_only: bool = False) -> list[dict]:
         """The ``limit`` trajectories with the lowest reward (ties: oldest
-        first), optionally of one ``step`` and only those with reward <
-        ``below``; rows as in ``rollouts_since``. Errored rewards (NULL)
-        count as lowest."""
+        first), optionally of one ``step`` and only those that did not solve
+        their task (:func:`passed_sql`; errored ones included); rows as in
+        ``rollouts_since``. Errored rewards (NULL) count as lowest."""
         where = "".join([" AND t.step = ?" if step is not None else "",
-                         " AND (t.reward IS NULL OR t.reward < ?)" if below is not None else ""])
-        params = [run_id] + [v for v in (step, below) if v is not None] + [limit]
+                         f" AND COALESCE({passed_sql()}, 0) = 0" if failed_only else ""])
+        params = [run_id] + ([step] if step is not None else []) + [limit]
         return self._all(
             f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
             f"WHERE t.run_id = ? AND g.superseded = 0{where} "

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+DEFAULT_SUCCESS_THRESHOLD = 1.0
+"""A trajectory counts as solved when its success value reaches this, unless
+its task declares another threshold (``engine.success``); also the rule
+for trajectories stored without a success verdict (reward >= 1)."""
+
 RUN_STATUSES = ("running", "paused", "finished", "failed", "crashed", "stopped")
 """Values of ``runs.status``; the last four are terminal (``ended_at`` set)."""
 
@@ -15,7 +20,7 @@ RUN_KINDS = ("train", "eval", "select")
 
 EVENT_KINDS = (
     "pause", "resume", "reward_edit", "alert", "error", "eval", "judge_failed", "checkpoint",
-    "server_dropped",
+    "server_dropped", "warning",
 )
 """Values of ``events.kind``."""
 
@@ -79,6 +84,8 @@ class TrajectoryRecord:
         reward_version: version of the rubric that scored it.
         judge_score, judge_rank, judge_explanation: RULER judge output, if any.
         truncated: generation hit ``max_new_tokens``.
+        success: the task's success function says it solved the task
+            (``engine.success``); None: no verdict (an errored score, an import).
         turns: per-turn records of a multi-step episode (empty: single turn).
         logprobs: per sampled token, its logprob (nats) under the sampling
             policy, or None (not stored); token_ends: per token, the
@@ -100,6 +107,7 @@ class TrajectoryRecord:
     judge_rank: int | None = None
     judge_explanation: str | None = None
     truncated: bool = False
+    success: bool | None = None
     turns: list[TurnRecord] = field(default_factory=list)
     logprobs: list[float] | None = None
     token_ends: list[int] = field(default_factory=list)
@@ -145,10 +153,14 @@ STEP_METRIC_COLUMNS = {
     "step_seconds": "step_seconds",
     "eval/pass_at_1": "eval_pass_at_1",
     "judge/tau": "judge_tau",
+    "success_rate": "success_rate",
+    "eval/reward": "eval_reward",
 }
 """Metric name (TRL naming where TRL has one) -> its column in ``steps``.
 
 Units: ``completions/mean_length`` in tokens, ``step_seconds`` in seconds,
-``judge/tau`` is Kendall's tau between judge and rubric rankings; the rest
-are unitless. Other metric keys are kept only in the ``metrics`` JSON.
+``judge/tau`` is Kendall's tau between judge and rubric rankings,
+``success_rate`` the share of the step's trajectories that solved their task
+(its declared success function) and ``eval/reward`` the held-out mean
+reward beside ``eval/pass_at_1``; the rest are unitless. Other metric keys are kept only in the ``metrics`` JSON.
 """

@@ -118,10 +118,14 @@ class RunRow(_RunColumns):
 
 class RunSummaryRow(_RunColumns):
     """A row of ``StoreReader.runs()``: the run without config/manifest, plus
-    ``steps`` (step rows stored) and ``final_pass_at_1`` (last held-out eval)."""
+    ``steps`` (training steps stored), ``final_pass_at_1`` (last held-out
+    eval), ``alerts`` (alert events) and ``last_alert`` (the newest, as
+    ``"kind at step N"``)."""
 
     steps: int
     final_pass_at_1: float | None
+    alerts: int
+    last_alert: str | None
 
 
 class TurnRow(TypedDict):
@@ -165,6 +169,7 @@ class TrajectoryRow(TypedDict):
     judge_rank: int | None
     judge_explanation: str | None
     truncated: int
+    success: int | None
 
 
 class InspectedTrajectoryRow(TrajectoryRow):
@@ -190,6 +195,7 @@ class TrajectorySummary(TypedDict):
     truncated: int
     judge_score: float | None
     judge_rank: int | None
+    success: int | None
 
 
 class _GroupColumns(TypedDict):

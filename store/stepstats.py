@@ -12,6 +12,8 @@ thing whichever way a run got into the file. Names and formulas follow TRL's
 - ``rewards/{name}/mean`` and ``rewards/{name}/std``: per reward function
   (``TrajectoryRecord.components``), mean and std (ddof 1) over the step's
   trajectories, NaN-skipping as TRL's ``nanmean``/``nanstd``;
+- ``success_rate`` (the lab's, no TRL name): share of trajectories that
+  solved their task by the declared success function (``engine.success``);
 - ``completions/mean_length``, ``completions/min_length``,
   ``completions/max_length``: completion length in tokens;
 - ``completions/clipped_ratio``: fraction of completions cut at the token
@@ -177,6 +179,14 @@ def step_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
         **reward_stats(rewards),
         "reward_min": float(min(flat)),
         "reward_max": float(max(flat)),
+        **success_stats(groups),
         **component_stats(groups),
         **length_stats(groups),
     }
+
+
+def success_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
+    """``success_rate``: the share of the step's trajectories that solved their task by
+    the run's declared success function, over those with a verdict; ``{}`` when none has one."""
+    verdicts = [t.success for g in groups for t in g.trajectories if t.success is not None]
+    return {"success_rate": float(np.mean(verdicts))} if verdicts else {}

@@ -35,8 +35,8 @@ _INSERT_GROUP = (
 _INSERT_TRAJECTORY = (
     "INSERT INTO trajectories (group_id, run_id, step, idx, messages, completion, "
     "prompt_tokens, completion_tokens, reward, components, details, parse_status, advantage, "
-    "reward_version, judge_score, judge_rank, judge_explanation, truncated, token_ends, token_logprobs) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "reward_version, judge_score, judge_rank, judge_explanation, truncated, success, token_ends, "
+    "token_logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_TURN = (
     "INSERT INTO turns (trajectory_id, run_id, step, t, state_key, reward, ret, adv_episode, "
@@ -280,6 +280,7 @@ class StoreWriter:
             _json(t.components, "components", secrets), _json(t.details, "details", secrets),
             _text(_parse_status(t.details), secrets), t.advantage, t.reward_version,
             t.judge_score, t.judge_rank, _text(t.judge_explanation, secrets), int(t.truncated),
+            None if t.success is None else int(t.success),
             *(pack(t.token_ends, t.logprobs) if t.logprobs is not None else (None, None)),
         )
 

@@ -1,9 +1,18 @@
-"""Unit tests of the reward-hacking watch (tui/alerts.py)."""
+"""Unit tests of the reward-hacking watch (engine/alerts.py)."""
+
+import json
+import subprocess
+import sys
+import time
 
 import pydantic
 import pytest
 
-from rlab.tui.alerts import AlertThresholds, AlertWatch, GroupStats, distinct_n, spearman
+from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, distinct_n, spearman
+from rlab.engine.policy.tiny import EMBEDDED_DIR
+from rlab.scenarios import get_scenario
+from rlab.store.control import send_command
+from rlab.store.reader import StoreReader
 
 
 def _group(step, gid, rewards, completions=None, judge=None):
@@ -108,3 +117,138 @@ def test_the_reward_hack_raises_length_drift_within_a_few_steps_naming_the_step_
     [alert] = fired
     assert took_hold <= alert.step <= took_hold + 3 and alert.value > 0.5
     assert alert.group_ids[0] == 100 * alert.step  # enter opens the group with the hedged completions
+
+
+# ---- the engine's alerts for real-model failures (issue 29) ---------------------------------------
+
+
+def test_collapse_fires_when_held_out_pass_at_1_falls_from_its_best_and_holds_until_it_recovers():
+    watch = AlertWatch(AlertThresholds(collapse_drop=0.2))
+    fired = []
+    for step, held_out in [(0, 0.67), (10, 0.70), (20, 0.06), (30, 0.06), (40, 0.69), (50, 0.2)]:
+        for s in range(step, step + 10):  # eval every 10 steps, train steps between
+            fired += watch.observe(s, {"eval/pass_at_1": held_out} if s == step else {}, [])
+    assert [(a.kind, a.step, a.action) for a in fired] == [("collapse", 20, "pause"), ("collapse", 50, "pause")]
+    assert fired[0].message == "held-out pass@1 fell from 0.70 (step 10) to 0.06"
+
+
+def test_collapse_fires_when_a_deterministic_policy_fails_for_collapse_steps_in_a_row():
+    watch = AlertWatch(AlertThresholds(collapse_steps=3))
+    learning = [_group(1, g, [1.0, 0.0], [f"{g}1", f"{g}2"]) for g in range(4)]
+    assert watch.observe(1, {"success_rate": 0.5}, learning) == []
+    one_answer = [_group(s, g, [0.0, 0.0], ["<answer>9</answer>"] * 2) for s in (2,) for g in range(4)]
+    fired = [watch.observe(s, {"success_rate": 0.05}, one_answer) for s in (2, 3, 4, 5)]
+    assert [len(f) for f in fired] == [0, 0, 1, 0]
+    [alert] = fired[2]
+    assert alert.kind == "collapse" and alert.step == 4 and "'<answer>9</answer>'" in alert.message
+    converged = AlertWatch(AlertThresholds(collapse_steps=1))  # identical AND solved: converged, not collapsed
+    right = [_group(1, g, [1.0, 1.0], [str(g)] * 2) for g in range(4)]
+    assert [a.kind for s in (1, 2, 3) for a in converged.observe(s, {"success_rate": 1.0}, right)
+            if a.kind == "collapse"] == []
+
+
+def test_no_signal_fires_after_no_signal_steps_of_zero_spread_groups():
+    watch = AlertWatch(AlertThresholds(no_signal_steps=4, no_signal_share=0.9))
+    spreads = [0.5, 1.0, 1.0, 0.95, 1.0, 1.0, 1.0]
+    fired = [a for s, z in enumerate(spreads, 1) for a in watch.observe(s, {"frac_reward_zero_std": z}, [])]
+    assert [(a.kind, a.step, a.action) for a in fired] == [("no_signal", 5, "warn")]
+    assert "nothing is being trained" in fired[0].message
+
+
+def test_hack_compares_the_reward_per_unit_of_weight_with_the_success_rate():
+    def trend(rewards, successes, scale=1.0):
+        watch = AlertWatch(AlertThresholds(window=4), reward_scale=scale)
+        return [a.kind for s, (r, x) in enumerate(zip(rewards, successes)) for a in watch.observe(s, {
+            "reward": r, "success_rate": x}, [])]
+
+    assert trend([0.4, 0.4, 1.2, 1.3], [0.3, 0.3, 0.1, 0.1]) == ["hack"]  # paid more, solved less
+    assert trend([0.4, 0.4, 0.5, 0.5], [0.4, 0.4, 0.1, 0.1]) == ["hack"]  # barely paid more, solved far less
+    assert trend([0.4, 0.4, 0.8, 0.9], [0.4, 0.4, 0.8, 0.9]) == []  # learning: both rise
+    assert trend([0.6, 0.6, 1.5, 1.6], [0.3, 0.3, 0.7, 0.8], scale=2.5) == []  # bonuses rise with success
+    assert trend([0.9, 0.9, 0.5, 0.4], [0.9, 0.9, 0.5, 0.4]) == []  # both fall: collapse's business
+
+
+def test_pause_on_takes_a_comma_list_and_names_unknown_alerts():
+    assert AlertThresholds.model_validate({"pause_on": "collapse, hack"}).pause_on == ["collapse", "hack"]
+    assert AlertThresholds.model_validate({"pause_on": ""}).pause_on == []
+    with pytest.raises(pydantic.ValidationError, match="not alerts; the alerts: reward_jump"):
+        AlertThresholds.model_validate({"pause_on": "colapse"})
+
+
+def _engine(tmp_path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--db",
+                             str(tmp_path / "a.db"), "--prompts-per-step", "8", "--lr-warmup-steps", "0", *args],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _until(predicate, timeout=240.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+def _alerts(reader, run_id):
+    return [(e["payload"]["alert"], e["step"], e["payload"]["action"]) for e in reader.events(run_id)
+            if e["kind"] == "alert"]
+
+
+def test_a_learning_rate_that_destroys_the_tiny_policy_pauses_the_run_on_collapse(tmp_path):
+    """lr 0.05 turns the warm-started policy into '777777' for every prompt within two steps."""
+    proc = _engine(tmp_path, "--name", "burn", "--lr", "0.05", "--max-steps", "12", "--eval-size", "100")
+    try:
+        _until(lambda: (tmp_path / "a.db").exists() and (StoreReader(tmp_path / "a.db").run_by_name("burn") or {})
+               .get("status") == "paused")
+        reader = StoreReader(tmp_path / "a.db")
+        run_id = reader.run_by_name("burn")["id"]
+        [collapse] = [a for a in _alerts(reader, run_id) if a[0] == "collapse"]
+        assert collapse[1] <= 6 and collapse[2] == "pause"
+        pause = [e for e in reader.events(run_id) if e["kind"] == "pause"][-1]
+        assert pause["payload"]["reason"] == "alert: collapse" and pause["step"] == collapse[1]
+        send_command(tmp_path / "a.db", run_id, "resume")  # what `rlab resume burn` sends
+        out, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert f"rlab: alert at step {collapse[1]}: collapse:" in err and "rlab resume burn" in err
+    assert ("no_signal", 11, "warn") in _alerts(reader, run_id)  # nothing trained since the policy collapsed
+
+
+def test_a_rubric_that_pays_for_a_trivial_answer_raises_hack(tmp_path):
+    """The warm-started tiny policy learns that a short answer with a 7 in it pays 1.5."""
+    task = tmp_path / "task"
+    task.mkdir()
+    arithmetic = get_scenario("arithmetic")
+    (task / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in arithmetic.train_examples(0)[:2000]))
+    (task / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in arithmetic.eval_examples()[:50]))
+    (task / "rewards.py").write_text(TRIVIAL_PAYS)
+    (task / "task.toml").write_text('train = "train.jsonl"\neval = "eval.jsonl"\nrewards = "rewards.py"\n'
+                                    'success = "exact"\nmax_new_tokens = 6\n')
+    proc = _engine(tmp_path, "--name", "hack", "--task", str(task), "--model", str(EMBEDDED_DIR),
+                   "--prompts-per-step", "16", "--max-steps", "30", "--eval-every", "100", "--alert", "pause_on=")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    reader = StoreReader(tmp_path / "a.db")
+    run_id = reader.run_by_name("hack")["id"]
+    hacks = [a for a in _alerts(reader, run_id) if a[0] == "hack"]
+    assert hacks and hacks[0][1] <= 30, _alerts(reader, run_id)
+    metrics = {m["step"]: m for m in reader.step_metrics(run_id)}
+    at = hacks[0][1]
+    assert metrics[at]["rewards/brevity/mean"] > metrics[1]["rewards/brevity/mean"]  # paid for short answers
+    assert metrics[at]["success_rate"] < metrics[1]["success_rate"]  # while solving fewer
+
+
+TRIVIAL_PAYS = '''
+def exact(example, completion):
+    return 1.0 if completion.strip() == example["answer"] else 0.0
+
+def mentions_seven(example, completion):
+    return 1.0 if "7" in completion else 0.0
+
+def brevity(example, completion):
+    return 1.0 if len(completion.strip()) <= 2 else 0.0
+
+WEIGHTS = {"exact": 1.0, "mentions_seven": 0.5, "brevity": 1.0}
+'''

@@ -23,6 +23,7 @@ from rlab.engine.policy.tiny import EMBEDDED_DIR, MANIFEST_NAME, shipped_manifes
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.play import Rollout
 from rlab.engine.train.build_tiny import file_digests
+from rlab.engine.success import SuccessRule
 from rlab.engine.train.warm_start import ensure_tiny_model
 from rlab.scenarios import builtin_scenarios, get_scenario
 
@@ -60,7 +61,8 @@ def test_the_shipped_model_loads_well_under_a_second():
 def test_a_run_starts_between_30_and_55_percent_held_out_pass_at_1():
     scenario = get_scenario("arithmetic")
     rollout = Rollout(Policy.load(EMBEDDED_DIR, "cpu"), scenario, RunConfig())
-    score = rollout.evaluate(scenario.eval_examples(), load_rubric(scenario.reward_file))
+    score = rollout.evaluate(scenario.eval_examples(), load_rubric(scenario.reward_file),
+                             SuccessRule.of(scenario)).pass_at_1
     assert 0.30 <= score <= 0.55
     assert score == pytest.approx(shipped_manifest()["held_out_pass_at_1"])
 

@@ -162,7 +162,7 @@ def test_compare_same_room_gives_the_paired_numbers(tmp_path, capsys):
 def test_compare_refuses_another_scorer_and_force_shows_numbers_under_a_banner(tmp_path, capsys):
     db = tmp_path / "r.db"
     lenient = tmp_path / "lenient.py"
-    lenient.write_text("def anything(example, completion):\n    return 1.0\n\nWEIGHTS = {'anything': 1.0}\n")
+    lenient.write_text("def correct(example, completion):  # lenient: every answer passes\n    return 1.0\n\nWEIGHTS = {'correct': 1.0}\n")
     rlab(capsys, "eval", "--completions", frozen(tmp_path / "a.jsonl", {1}), "--db", db, "--name", "A")
     rlab(capsys, "eval", "--completions", frozen(tmp_path / "b.jsonl", {1}), "--db", db, "--name", "B",
          "--rewards", lenient)
@@ -227,7 +227,8 @@ def test_select_pass_at_k_agrees_with_the_stored_trajectories(tmp_path, capsys, 
     parity.write_text("def even(example, completion):\n    return float(len(completion) % 2 == 0)\n\n"
                       "WEIGHTS = {'even': 1.0}\n")
     code, out, err = rlab(capsys, "select", "-n", 6, "--k", "1,2,6", "--limit", 8, "--model", raw_tiny_model_dir,
-                          "--rewards", parity, "--db", db, "--name", "S", "--out", tmp_path / "sel", "--json")
+                          "--rewards", parity, "--success", "even", "--db", db, "--name", "S",
+                          "--out", tmp_path / "sel", "--json")
     assert code == 0, err
     summary = json.loads(out)
     assert summary["model_changed"] is False and "did not change" in summary["note"]

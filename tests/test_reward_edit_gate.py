@@ -119,7 +119,13 @@ def test_the_engine_applies_a_credential_named_function_and_rejects_bad_edits(tm
         for name in ("raises", "nan", "string"):
             sent[name] = send_command(db, run_id, "set_rewards", {"source": BAD_EDITS[name][0], "weights": {"f": 1.0}})
             _wait(lambda: status(sent[name])["status"] != "pending")
-        good = send_command(db, run_id, "set_rewards", {"source": ANSWER_KEY, "weights": {"answer_key": 1.0}})
+        # arithmetic's success function is `correct`: an edit without it would leave pass@1 unmeasured
+        dropped = send_command(db, run_id, "set_rewards", {"source": ANSWER_KEY, "weights": {"answer_key": 1.0}})
+        _wait(lambda: status(dropped)["status"] != "pending")
+        keeps = ANSWER_KEY.replace("WEIGHTS = {\"answer_key\": 1.0}",
+                                   "def correct(example, completion):\n    return answer_key(example, completion)\n\n"
+                                   "WEIGHTS = {\"answer_key\": 1.0, \"correct\": 0.0}")
+        good = send_command(db, run_id, "set_rewards", {"source": keeps, "weights": {"answer_key": 1.0, "correct": 0.0}})
         _wait(lambda: status(good)["status"] != "pending")
         applied_at = reader.latest_step(run_id)["step"]
         _wait(lambda: reader.latest_step(run_id)["step"] >= applied_at + 2)
@@ -131,11 +137,12 @@ def test_the_engine_applies_a_credential_named_function_and_rejects_bad_edits(tm
     for name in ("raises", "nan", "string"):
         command = status(sent[name])
         assert command["status"] == "rejected" and BAD_EDITS[name][1] in command["message"], command
+    assert status(dropped)["status"] == "rejected" and "success = 'correct'" in status(dropped)["message"]
     assert status(good)["status"] == "applied", status(good)
     assert reader.run(run_id)["status"] == "stopped"
     versions = reader.reward_versions(run_id)
     assert [v["version"] for v in versions] == [1, 2]
-    assert versions[1]["weights"] == {"answer_key": 1.0}
+    assert versions[1]["weights"] == {"answer_key": 1.0, "correct": 0.0}
 
 
 # Passes the gate (a fresh process, few calls), then raises in the scoring process.

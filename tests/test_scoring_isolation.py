@@ -15,7 +15,7 @@ import pytest
 from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.rubric import ScoreResult, load_rubric
 from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
-from rlab.engine.rollout.play import pass_rate
+from rlab.engine.success import SuccessRule
 
 EXAMPLE = {"id": "add-2-3", "prompt": "2+3=", "answer": "5"}
 
@@ -86,5 +86,6 @@ def test_reward_code_runs_in_an_empty_scratch_directory(process, tmp_path, monke
 def test_pass_at_1_is_never_computed_from_errored_scores():
     ok = ScoreResult(reward=1.0, components={}, details={})
     errored = ScoreResult(reward=0.0, components={}, details={}, error="f: TimeoutError")
+    pass_rate = SuccessRule().rate
     assert pass_rate([ok, ok]) == 1.0
     assert pass_rate([ok, errored]) != pass_rate([ok, errored])  # nan: no verdict

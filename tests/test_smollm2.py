@@ -20,7 +20,7 @@ def test_missing_package_names_the_install_command(monkeypatch):
         smollm2.resolve_model(smollm2.Path("smollm2-135m"))
 
 
-def test_real_models_get_lora_on_cpu_unless_a_rank_is_given(tmp_path):
+def test_real_models_get_lora_and_a_stable_lr_on_any_device_unless_given(tmp_path):
     big = tmp_path / "big"
     big.mkdir()
     with open(big / "model.safetensors", "wb") as handle:
@@ -28,10 +28,17 @@ def test_real_models_get_lora_on_cpu_unless_a_rank_is_given(tmp_path):
     small = tmp_path / "small"
     small.mkdir()
     (small / "model.safetensors").write_bytes(b"x" * 1000)
-    assert smollm2.real_model_defaults(RunConfig(device="cpu"), big).lora_rank == smollm2.CPU_LORA_RANK
-    assert smollm2.real_model_defaults(RunConfig(device="cpu"), small).lora_rank == 0
-    assert smollm2.real_model_defaults(RunConfig(device="cpu", lora_rank=0), big).lora_rank == 0  # typed: kept
-    assert smollm2.real_model_defaults(RunConfig(device="cuda"), big).lora_rank == 0
+    for device in ("cpu", "cuda"):  # the GPU run that destroyed SmolLM2 was a full fine-tune at lr 2e-4
+        lora = smollm2.real_model_defaults(RunConfig(device=device), big)
+        assert (lora.lora_rank, lora.lr) == (16, 2e-4)
+    assert smollm2.real_model_defaults(RunConfig(device="cpu"), small).lora_rank == 0  # the tiny policy: as set
+    assert smollm2.real_model_defaults(RunConfig(device="cpu"), small).lr == RunConfig().lr
+    full = smollm2.real_model_defaults(RunConfig(device="cuda", lora_rank=0), big)  # asked for: kept, lr for it
+    assert (full.lora_rank, full.lr) == (0, 1e-6)
+    typed = smollm2.real_model_defaults(RunConfig(device="cuda", lora_rank=0, lr=3e-6), big)
+    assert (typed.lora_rank, typed.lr) == (0, 3e-6)
+    from_run_config = RunConfig.model_validate({"lr": 2e-4, "lora_rank": 8})  # run.toml keys count as set
+    assert smollm2.real_model_defaults(from_run_config, big).lora_rank == 8
 
 
 @pytest.mark.slow

@@ -112,7 +112,7 @@ def test_write_step_upserts_and_merges(writer, db_path):
     assert reader.step_series(run_id, since_step=0) == series[1:]
     assert reader.latest_step(run_id)["custom/thing"] == [1, 2]
     run = reader.runs()[0]
-    assert run["steps"] == 2 and run["final_pass_at_1"] == 0.5 and run["last_step"] == 1
+    assert run["steps"] == 1 and run["final_pass_at_1"] == 0.5 and run["last_step"] == 1  # step 0 is no training step
 
 
 def test_metric_series_is_column_wise(writer, db_path):

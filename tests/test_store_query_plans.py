@@ -37,7 +37,7 @@ def reader_calls(reader: StoreReader, run_id: int) -> dict:
         "completions_of_step": lambda: reader.completions_of_step(run_id, 1),
         "outcomes": lambda: (reader.outcomes(run_id), reader.outcomes(run_id, step=1)),
         "lowest_rewards": lambda: (reader.lowest_rewards(run_id, 5),
-                                   reader.lowest_rewards(run_id, 5, step=1, below=1.0)),
+                                   reader.lowest_rewards(run_id, 5, step=1, failed_only=True)),
     }
 
 

@@ -19,7 +19,8 @@ def evals(tmp_path):
     """Three eval runs of frozen completions: A and B in one room, C scored by another rubric."""
     db = tmp_path / "r.db"
     lenient = tmp_path / "lenient.py"
-    lenient.write_text("def anything(example, completion):\n    return 1.0\n\nWEIGHTS = {'anything': 1.0}\n")
+    lenient.write_text("def correct(example, completion):  # lenient: every answer passes\n    return 1.0\n\n"
+                       "WEIGHTS = {'correct': 1.0}\n")
     for name, right, extra in (("A", set(range(10)), []), ("B", set(range(3, 16)), []),
                                ("C", {1}, ["--rewards", str(lenient)])):
         assert main(["eval", "--completions", str(frozen(tmp_path / f"{name}.jsonl", right)), "--db", str(db),

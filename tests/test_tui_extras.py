@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Input, Log, Static
 from fixtures.smalldb import build_small_db
 from rlab.store.reader import StoreReader
 from rlab.tui.app import RolloutLabApp
-from rlab.tui.dashboard import DashboardScreen
+from rlab.tui.dashboard import DashboardScreen, run_line
 from rlab.tui.engine_log import EngineLogScreen, LogTail, engine_log_path
 from rlab.tui.metrics import MetricsScreen, matches
 from rlab.tui.plots import MetricPlot
@@ -180,3 +180,12 @@ async def test_l_without_an_engine_log_says_where_it_would_be(db):
         await until(pilot, lambda: isinstance(app.screen, EngineLogScreen)
                     and app.screen.query_one(Log).line_count == 1)
         assert f"no engine log at {engine_log_path(path)}" in app.screen.query_one(Log).lines[0]
+
+
+def test_the_header_names_what_pass_at_1_counts_and_shows_the_held_out_reward_beside_it():
+    run = {"scenario": "task", "status": "running",
+           "config": {"success": "exact_reverse", "success_threshold": 1.0}}
+    line = run_line(run, 40, 2.0, pass_at_1=0.25, reward=1.18)
+    assert "pass@1 0.250 (exact_reverse >= 1) · reward 1.180" in line
+    declared_none = {**run, "config": {"success": None}}
+    assert "pass@1 0.250 (= total reward >= 1)" in run_line(declared_none, 40, 2.0, pass_at_1=0.25)

@@ -34,11 +34,11 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.worker import get_current_worker
 
+from rlab.engine.alerts import AlertThresholds
 from rlab.engine.rewards.edit.stored import ExampleIndex, recent_groups
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 from rlab.tui.advantages import AdvantagesScreen
-from rlab.tui.alerts import AlertThresholds
 from rlab.tui.dashboard import DashboardScreen
 from rlab.tui.dialogs import HelpScreen, QuitScreen, SearchScreen
 from rlab.tui.feed import FeedUpdate, RunFeed
@@ -79,7 +79,7 @@ class RolloutLabApp(App):
             own session (it survives the TUI) with its output in
             ``<db_path>.engine.log`` (:class:`tui.supervisor.EngineSupervisor`).
         thresholds: reward-hacking alert thresholds; if None, the run config's
-            ``"alerts"`` dict (see :class:`tui.alerts.AlertThresholds`) or the defaults.
+            ``"alerts"`` dict (see :class:`engine.alerts.AlertThresholds`) or the defaults.
 
     Raises:
         ValueError: ``engine_cmd`` without ``run_name`` (the app could not tell
@@ -173,7 +173,7 @@ class RolloutLabApp(App):
                     if run_id is None:
                         self._check_engine()
                         return
-                    feed = RunFeed(reader, run_id, thresholds=self._thresholds(reader.run(run_id)))
+                    feed = RunFeed(reader, run_id, replay=self._replay(reader.run(run_id)))
                 update = feed.poll()
             self.call_from_thread(self._apply_update, feed, update)
         finally:
@@ -196,13 +196,19 @@ class RolloutLabApp(App):
             self.engine_line = status.line
         self._tell_screens(lambda: EngineStatusChanged(status))
 
-    def _thresholds(self, run: dict | None) -> AlertThresholds:
-        """The alert thresholds: the app's if given, else the run config's
-        ``"alerts"`` dict, else the defaults (a bad config is reported)."""
+    def _replay(self, run: dict | None) -> AlertThresholds | None:
+        """The thresholds the feed replays the watch under, or None to show the
+        engine's own alerts: the app's (``rlab watch --alert``) if given; for a
+        run our engine did not watch (imported, or from before the engine
+        raised alerts), the run config's ``"alerts"`` or the defaults (a bad
+        config is reported)."""
+        config = (run or {}).get("config") or {}
         if self.thresholds is not None:
             return self.thresholds
+        if config.get("alerts_by") == "engine":
+            return None
         try:
-            return AlertThresholds.model_validate(((run or {}).get("config") or {}).get("alerts", {}))
+            return AlertThresholds.model_validate(config.get("alerts", {}))
         except ValidationError as exc:
             self.call_from_thread(self.notify, f"bad alert thresholds in the run config, using "
                                   f"the defaults: {exc}", severity="error", timeout=10)

@@ -25,6 +25,7 @@ import json
 import sqlite3
 import sys
 import uuid
+from typing import Any
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -69,6 +70,10 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     export.add_argument("--db", type=Path, default=DEFAULT_DB)
     _loop_commands(sub)
     _serve_command(sub)
+    for kind, what in CONTROL_COMMANDS.items():
+        control = sub.add_parser(kind, help=what)
+        control.add_argument("run", help="run name or id")
+        control.add_argument("--db", type=Path, default=DEFAULT_DB)
     reward = sub.add_parser("reward", help="check, dry-run and apply a new reward file to a live run")
     reward.add_argument("run", help="run name or id")
     reward.add_argument("file", type=Path, help="the new reward file")
@@ -105,6 +110,8 @@ def _loop_options(parser: argparse.ArgumentParser, *, temperature: float) -> Non
     add("--max-new-tokens", type=int, help="tokens per completion (default: rlab run's)")
     add("--seed", type=int, default=0, help="sampling seed (and tiny-policy seed)")
     add("--rewards", type=Path, dest="reward_file", help="reward file (default: the scenario's)")
+    add("--success", help="the reward function that says an attempt solved the task (default: the task's)")
+    add("--success-threshold", type=float, help="its value that counts as solved (default: the task's, 1.0)")
     add("--device", help="torch device (default: cuda when available, else cpu)")
     add("--db", type=Path, default=DEFAULT_DB, help="run file the run is recorded in (default: %(default)s)")
     add("--name", help="run name (default: generated)")
@@ -160,21 +167,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve_until_stopped(settings, python)
 
 
-def _alert_thresholds(pairs: list[str]) -> dict[str, float]:
-    """``--alert NAME=VALUE`` options as a dict (names are checked by the TUI's AlertThresholds)."""
+def _alert_thresholds(pairs: list[str]) -> dict[str, str]:
+    """``--alert NAME=VALUE`` options as a dict (names and values are checked by AlertThresholds)."""
     out = {}
     for pair in pairs:
-        name, _, value = pair.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise ValueError(f"--alert {pair!r}: give NAME=NUMBER, e.g. --alert length_drift=0.3") from None
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--alert {pair!r}: give NAME=VALUE, e.g. --alert length_drift=0.3")
+        out[name.strip()] = value.strip()
     return out
 
 
-def _checked_alerts(thresholds: dict[str, float]):
+def _checked_alerts(thresholds: dict[str, Any]):
     """AlertThresholds from a dict, or a one-line ValueError naming the bad names and the known ones."""
-    from rlab.tui.alerts import AlertThresholds
+    from rlab.engine.alerts import AlertThresholds
 
     try:
         return AlertThresholds.model_validate(thresholds)
@@ -186,8 +192,7 @@ def _checked_alerts(thresholds: dict[str, float]):
 def cmd_run(args: argparse.Namespace) -> int:
     from rlab.engine.cli import check_options, config_from_args, guarded, run_headless
 
-    config = config_from_args(args)
-    _checked_alerts(config.alerts)
+    config = config_from_args(args)  # RunConfig checks the --alert thresholds
     check_options(config)
     if args.headless:
         return guarded(lambda: run_headless(config))
@@ -283,8 +288,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for r in runs:
         final = r.get("final_pass_at_1")
         shown = "-" if final is None else f"{final:.3f}"
+        alerts = f"  alerts {r['alerts']} (last: {r['last_alert']})" if r["alerts"] else ""
         print(f"{r['id']:>4}  {r['name']:<36} {r['kind']:<6} {r['scenario']:<14} {r['status']:<9} "
-              f"steps {r['steps']:>6}  pass@1 {shown}")
+              f"steps {r['steps']:>6}  pass@1 {shown}{alerts}")
     return 0
 
 
@@ -399,9 +405,34 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Commands that steer a live run from a shell, as space and n do in the TUI.
+CONTROL_COMMANDS = {"pause": "pause a running run at its next step boundary",
+                    "resume": "resume a paused run (after an alert paused it, say)",
+                    "step": "let a paused run take exactly one more step, then pause again"}
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    """``rlab pause|resume|step RUN``: queue the command for the run's engine (any process, any host
+    that shares the file); the engine applies it at its next safe point."""
+    from rlab.store.control import send_command
+    from rlab.store.reader import StoreReader, resolve_run
+
+    if not args.db.is_file():
+        raise FileNotFoundError(f"no run file at {args.db}; pass --db PATH")
+    with StoreReader(args.db) as reader:
+        run = resolve_run(reader, args.run)
+    if run["status"] not in ("running", "paused"):
+        raise ValueError(f"run {run['name']} is {run['status']}; {args.command} steers a running or paused run "
+                         f"(start it again with rlab run --headless --resume {run['name']})")
+    command_id = send_command(args.db, run["id"], args.command)
+    print(f"sent {args.command} to run {run['name']} (command {command_id}, run {run['status']})")
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "watch": cmd_watch, "runs": cmd_runs, "export": cmd_export,
             "eval": cmd_loop, "select": cmd_loop, "compare": cmd_compare, "inspect": cmd_inspect,
-            "reward": cmd_reward, "import": cmd_import, "serve": cmd_serve}
+            "reward": cmd_reward, "import": cmd_import, "serve": cmd_serve,
+            **dict.fromkeys(CONTROL_COMMANDS, cmd_control)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.widgets import DataTable, Footer, Header, Static
 
+from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.tui.baseline import Baseline, load_baseline
 from rlab.tui.engine_log import EngineLogScreen
 from rlab.tui.feed import FeedUpdate, RunFeed
@@ -31,16 +32,31 @@ row is measured on every redraw)."""
 
 
 def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
-             engine_line: str | None = None, file_size: str = "", pass_at_1: float | None = None) -> str:
+             engine_line: str | None = None, file_size: str = "", pass_at_1: float | None = None,
+             reward: float | None = None) -> str:
     """The header's sub-title: scenario, step, STATUS, the latest held-out
-    pass@1, steps/s, the run file's size and growth; before the run exists,
-    the engine's latest output line (e.g. the tiny model's build)."""
+    pass@1 with what counts as solved (the run's success function, or "=
+    total reward >= 1" when it declared none) and the held-out mean reward
+    beside it, steps/s, the run file's size and growth; before the run
+    exists, the engine's latest output line (e.g. the tiny model's build)."""
     if run is None:
         return f"starting the engine: {engine_line}" if engine_line else "waiting for the run to appear in the file…"
     rate = f"{steps_per_s:.2f} steps/s" if steps_per_s else "- steps/s"
     size = f" · file {file_size}" if file_size else ""
-    held_out = f" · pass@1 {pass_at_1:.3f}" if pass_at_1 is not None else ""
+    held_out = ""
+    if pass_at_1 is not None:
+        held_out = f" · pass@1 {pass_at_1:.3f} ({success_label(run)})"
+        held_out += f" · reward {reward:.3f}" if reward is not None else ""
     return f"{run['scenario']} · step {fmt(step, 'd')} · {run['status'].upper()}{held_out} · {rate}{size}"
+
+
+def success_label(run: dict) -> str:
+    """What the run's pass@1 counts, from its stored config: ``correct >= 1``, or
+    ``= total reward >= 1`` for a run that declared no success function."""
+    config = run.get("config") or {}
+    threshold = config.get("success_threshold", DEFAULT_SUCCESS_THRESHOLD)
+    function = config.get("success")
+    return f"{function} >= {threshold:g}" if function else f"= total reward >= {threshold:g}"
 
 
 def cursor_line(view: View | None) -> str:
@@ -78,11 +94,12 @@ class DashboardScreen(NavScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         with Grid(id="plots"):
-            yield MetricPlot("reward (mean, min/max) · eval/pass@1", [
+            yield MetricPlot("reward (mean, min/max) · success · eval/pass@1", [
                 Trace("reward_min", "min", "gray", how="min"),
                 Trace("reward_max", "max", "gray", how="max"),
                 Trace("reward", "reward", "cyan"),
-                Trace("eval/pass_at_1", "pass@1", "green", scatter=True),
+                Trace("success_rate", "success", "green"),
+                Trace("eval/pass_at_1", "pass@1", "green+", scatter=True),
             ], id="plot-reward")
             yield MetricPlot("reward_std · frac_reward_zero_std", [
                 Trace("reward_std", "reward_std", "cyan"),
@@ -203,8 +220,10 @@ class DashboardScreen(NavScreen):
         self.title = run["name"] if run else (app.run_name or "Rollout Lab")
         step = self._feed.last_step if self._feed and self._feed.last_step >= 0 else None
         evals = self._feed.series.xy("eval/pass_at_1")[1] if self._feed else []
+        rewards = self._feed.series.xy("eval/reward")[1] if self._feed else []
         self.sub_title = run_line(run, step, app.steps_per_second, app.engine_line,
-                                  app.file_growth.describe(), evals[-1] if evals else None)
+                                  app.file_growth.describe(), evals[-1] if evals else None,
+                                  rewards[-1] if rewards else None)
         if run is None and app.engine_failure:  # the engine died: say so, never "waiting"
             self.sub_title = app.engine_failure[0]
             line = self.query_one("#cursor-line", Static)

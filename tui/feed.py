@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from rlab.store.reader import StoreReader
 from rlab.store.records import STEP_METRIC_COLUMNS
-from rlab.tui.alerts import Alert, AlertThresholds, AlertWatch, GroupStats
+from rlab.engine.alerts import Alert, AlertThresholds, AlertWatch, GroupStats
 from rlab.tui.series import StepSeries
 
 PLOT_METRICS = tuple(STEP_METRIC_COLUMNS)
@@ -92,21 +92,24 @@ class RunFeed:
 
     ``reader`` is a :class:`store.reader.StoreReader`; the feed must be polled
     from one thread at a time; other threads read its caches holding
-    :attr:`lock`. ``backfill_steps`` bounds how many past steps'
-    groups are read on the first poll to seed the alert watch (reading every
-    group of a million-trajectory run would take seconds); the step-metric
-    alerts still see every step.
+    :attr:`lock`. Alerts are the engine's (its ``alert`` events) unless
+    ``replay`` is given: then the feed runs the watch itself over the stored
+    steps under those thresholds (``rlab watch --alert``, and runs imported
+    from other tools, whose engine raised none). ``backfill_steps`` bounds how
+    many past steps' groups are read on the first poll to seed a replayed
+    watch (reading every group of a million-trajectory run would take
+    seconds); the step-metric alerts still see every step.
     """
 
     def __init__(self, reader: StoreReader, run_id: int, *,
-                 thresholds: AlertThresholds | None = None,
+                 replay: AlertThresholds | None = None,
                  backfill_steps: int = 20, keep_rollouts: int = 50,
                  keep_groups: int = 50, keep_alerts: int = 200,
                  series_capacity: int = 4096) -> None:
         self.reader = reader
         self.run_id = run_id
         self.series = StepSeries(PLOT_METRICS, series_capacity)
-        self.watch = AlertWatch(thresholds)
+        self.watch = AlertWatch(replay) if replay is not None else None
         self.rollouts: deque[dict] = deque(maxlen=keep_rollouts)
         self.groups: deque[dict] = deque(maxlen=keep_groups)
         self.alerts: deque[Alert] = deque(maxlen=keep_alerts)
@@ -135,8 +138,8 @@ class RunFeed:
         update.events = reader.events(run_id, since_id=self.last_event_id)
         update.rollouts = reader.rollouts_since(run_id, self.last_rollout_rowid,
                                                 limit=self.rollouts.maxlen)
-        if update.steps:
-            # Groups of the new steps, for the alert watch; on the first poll
+        if update.steps and self.watch is not None:
+            # Groups of the new steps, for the replayed watch; on the first poll
             # only the last `backfill_steps` steps (a long run has too many).
             first = self.last_step < 0
             since = update.steps[-1]["step"] - self.backfill_steps if first else -1
@@ -165,6 +168,10 @@ class RunFeed:
             self.last_event_id = max(self.last_event_id, ev["id"])
             if ev["kind"] in MARK_EVENTS:
                 self.marks.append(ev)
+            if ev["kind"] == "alert" and self.watch is None:
+                alert = Alert.from_event(ev)
+                self.alerts.append(alert)
+                update.alerts.append(alert)
         for ro in update.rollouts:
             self.last_rollout_rowid = max(self.last_rollout_rowid, ro["id"])
             self.rollouts.append(ro)
@@ -176,8 +183,8 @@ class RunFeed:
         self.groups.extend(update.groups)
         for row in update.steps:
             step = row["step"]
-            stats = [group_stats(g) for g in by_step.get(step, [])]
-            new = self.watch.observe(step, row, stats)
-            self.alerts.extend(new)
-            update.alerts.extend(new)
+            if self.watch is not None:
+                new = self.watch.observe(step, row, [group_stats(g) for g in by_step.get(step, [])])
+                self.alerts.extend(new)
+                update.alerts.extend(new)
             self.last_step = step

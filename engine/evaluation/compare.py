@@ -17,7 +17,6 @@ import numpy as np
 
 from rlab.engine.evaluation.stats import Interval, mcnemar_exact, paired_bootstrap
 from rlab.engine.manifest import LOCKED_FIELDS
-from rlab.store.export import PASS_THRESHOLD
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
 
@@ -140,7 +139,7 @@ def per_example(reader: StoreReader, run_id: int) -> dict[Any, list[dict]]:
 
 
 def _passes(rows: list[dict]) -> list[bool]:
-    return [r["reward"] is not None and r["reward"] >= PASS_THRESHOLD for r in rows]
+    return [bool(r["passed"]) for r in rows]
 
 
 def _mean_reward(rows: dict[Any, list[dict]], keys: list) -> float:

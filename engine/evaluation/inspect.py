@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlab.store.export import PASS_THRESHOLD
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
 
@@ -15,7 +14,7 @@ INSPECT_FIELDS = ("id", "step", "example_id", "idx", "prompt", "completion", "re
 def worst_trajectories(reader: StoreReader, run: str | int, *, top_k: int = 10, only_fails: bool = False,
                        step: int | None = None) -> tuple[RunRow, list[dict[str, Any]]]:
     """The run row and its ``top_k`` lowest-reward trajectories (of ``step``
-    if given; only those below the pass threshold with ``only_fails``),
+    if given; only those that did not solve their task with ``only_fails``),
     lowest first, each with the keys of ``INSPECT_FIELDS``.
 
     Raises:
@@ -24,6 +23,6 @@ def worst_trajectories(reader: StoreReader, run: str | int, *, top_k: int = 10, 
     if top_k < 1:
         raise ValueError(f"--top-k {top_k}: give 1 or more")
     row = resolve_run(reader, run)
-    light = reader.lowest_rewards(row["id"], top_k, step=step, below=PASS_THRESHOLD if only_fails else None)
+    light = reader.lowest_rewards(row["id"], top_k, step=step, failed_only=only_fails)
     full = [reader.trajectory(t["id"]) for t in light]
     return row, [{key: t.get(key) for key in INSPECT_FIELDS} for t in full if t is not None]

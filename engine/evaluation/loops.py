@@ -24,6 +24,7 @@ from rlab.engine.evaluation.source import find_checkpoint, load_policy
 from rlab.engine.evaluation.summary import check_ks, default_ks, summarize
 from rlab.engine.manifest import build_loop_manifest, file_sha256
 from rlab.engine.rewards.rubric import Rubric, load_rubric
+from rlab.engine.success import SuccessRule
 from rlab.scenarios import load_scenario
 from rlab.store.export import export_run
 
@@ -38,6 +39,8 @@ class LoopSettings(BaseModel):
     limit: measure the first ``limit`` examples of the split (None: all).
     completions: a frozen results.jsonl to score instead of a model (eval only).
     checkpoint: ``RUN`` or ``RUN@STEP`` of a run in ``db``.
+    success / success_threshold: what counts as solved, over the task's own
+    declaration (``engine.success``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,6 +59,8 @@ class LoopSettings(BaseModel):
     max_new_tokens: int = Field(RunConfig.model_fields["max_new_tokens"].default, ge=1)
     seed: int = 0
     reward_file: Path | None = None
+    success: str | None = Field(None, min_length=1)
+    success_threshold: float | None = Field(None, allow_inf_nan=False)
     device: str | None = None
     db: Path = Path("rlab.db")
     name: str | None = None
@@ -109,6 +114,8 @@ def run_loop(settings: LoopSettings) -> LoopResult:
     examples = split_examples(scenario, settings.split, settings.seed, settings.limit)
     reward_file = (settings.reward_file or scenario.reward_file).resolve()
     rubric = load_rubric(reward_file)
+    success = SuccessRule.of(scenario, settings)
+    success.check(rubric.weights, str(reward_file))
     sampling = Sampling(settings.temperature, settings.max_new_tokens, settings.samples, settings.seed)
     if settings.completions is not None:
         examples, attempts, template, model = _frozen(settings.completions, scenario, examples, rubric)
@@ -118,10 +125,11 @@ def run_loop(settings: LoopSettings) -> LoopResult:
                                     seed=settings.seed, device=settings.device)
         template = policy.tokenizer.chat_template
         attempts = None
-    config = settings.model_dump(mode="json")
+    config = settings.model_dump(mode="json") | {"success": success.function,
+                                                  "success_threshold": success.threshold}
     manifest = build_loop_manifest(
         kind=settings.kind, scenario=scenario, split=settings.split, examples=examples,
-        chat_template=template, reward_source=rubric.source, reward_file=reward_file,
+        chat_template=template, reward_source=rubric.source, reward_file=reward_file, success=success.label,
         sampling=_sampling_fields(settings, sampling), seed=settings.seed, model=model, config=config)
     name = settings.name or f"{settings.kind}-{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     writer, run_id = start_loop_run(settings.db, name=name, kind=settings.kind, scenario=scenario.name,
@@ -129,8 +137,8 @@ def run_loop(settings: LoopSettings) -> LoopResult:
     try:
         if attempts is None:
             attempts = sample_and_score(policy, scenario, examples, rubric, sampling)
-        summary = summarize(examples, attempts, ks)
-        finish_loop_run(writer, run_id, examples, attempts, summary)
+        summary = summarize(examples, attempts, success, ks)
+        finish_loop_run(writer, run_id, examples, attempts, summary, success)
     except BaseException as err:
         writer.write_event(run_id, "error", {"error": f"{type(err).__name__}: {err}"})
         writer.set_status(run_id, "stopped" if isinstance(err, KeyboardInterrupt) else "failed")

@@ -8,6 +8,7 @@ from typing import Any
 
 from rlab.engine.evaluation.measure import Attempt
 from rlab.engine.rewards.rubric import Rubric
+from rlab.engine.success import SuccessRule
 from rlab.store.records import GroupRecord, TrajectoryRecord
 from rlab.store.writer import StoreWriter
 
@@ -15,9 +16,10 @@ STEP = 0
 """Loops A and B write every group at step 0: nothing is trained."""
 
 
-def group_records(examples: list[dict], attempts: list[list[Attempt]]) -> list[GroupRecord]:
-    """One group per example holding its attempts (advantage 0: no update).
-    A frozen completion's other fields are kept in ``details["frozen_fields"]``."""
+def group_records(examples: list[dict], attempts: list[list[Attempt]], success: SuccessRule) -> list[GroupRecord]:
+    """One group per example holding its attempts (advantage 0: no update), each
+    with its ``success`` verdict. A frozen completion's other fields are kept
+    in ``details["frozen_fields"]``."""
     return [
         GroupRecord(index=i, example_id=example["id"], prompt=str(example.get("prompt", "")), example=example,
                     trajectories=[
@@ -26,7 +28,7 @@ def group_records(examples: list[dict], attempts: list[list[Attempt]]) -> list[G
                                          details=_details(a), advantage=0.0,
                                          prompt_tokens=a.prompt_tokens,
                                          completion_tokens=a.completion_tokens, reward_version=1,
-                                         truncated=a.truncated)
+                                         truncated=a.truncated, success=success.passed(a.score))
                         for j, a in enumerate(row)])
         for i, (example, row) in enumerate(zip(examples, attempts))
     ]
@@ -58,10 +60,10 @@ def start_loop_run(db: Path, *, name: str, kind: str, scenario: str, config: dic
 
 
 def finish_loop_run(writer: StoreWriter, run_id: int, examples: list[dict],
-                    attempts: list[list[Attempt]], summary: dict[str, Any]) -> None:
+                    attempts: list[list[Attempt]], summary: dict[str, Any], success: SuccessRule) -> None:
     """Store the groups (one transaction), the step-0 metrics, the summary;
     mark the run ``finished``."""
-    writer.write_groups(run_id, STEP, group_records(examples, attempts))
+    writer.write_groups(run_id, STEP, group_records(examples, attempts, success))
     writer.write_step(run_id, STEP, {"eval/pass_at_1": summary["pass_at_1"],
                                      "reward": summary["mean_reward"]})
     writer.write_summary(run_id, summary)

@@ -8,7 +8,7 @@ import numpy as np
 
 from rlab.engine.evaluation.measure import Attempt
 from rlab.engine.evaluation.stats import mean_pass_at_k
-from rlab.store.export import PASS_THRESHOLD
+from rlab.engine.success import SuccessRule
 
 SELECTION_NOTE = ("the model did not change: selection draws N samples from the same policy and "
                   "keeps the best, so pass@N - pass@1 is what selection buys, not learning")
@@ -33,14 +33,11 @@ def check_ks(ks: list[int], n: int) -> list[int]:
     return sorted(set(ks))
 
 
-def passed(attempt: Attempt) -> bool:
-    """A trajectory passes when its reward is >= ``PASS_THRESHOLD`` (1.0)."""
-    return attempt.reward >= PASS_THRESHOLD
-
-
-def summarize(examples: list[dict], attempts: list[list[Attempt]],
+def summarize(examples: list[dict], attempts: list[list[Attempt]], success: SuccessRule,
               ks: list[int] | None = None) -> dict[str, Any]:
-    """The run summary: ``n`` (examples), ``samples_per_example``,
+    """The run summary: ``success`` (what counts as solved: ``success.label``;
+    an attempt without a verdict, an errored score, counts as not solved),
+    ``n`` (examples), ``samples_per_example``,
     ``pass_at_1`` (unbiased, the mean of c_i / n_i), ``mean_reward`` (over
     every attempt), ``failures`` (parse status of failing attempts ->
     ``{"count", "example_id"}`` of the first one) and, when ``ks`` is given
@@ -48,6 +45,9 @@ def summarize(examples: list[dict], attempts: list[list[Attempt]],
     ``best_of_n`` (mean best reward, share of examples whose best passes),
     ``selection_gap`` (pass@N - pass@1) and ``note`` (the model did not change).
     """
+    def passed(attempt: Attempt) -> bool:
+        return bool(success.passed(attempt.score))
+
     outcomes = [[passed(a) for a in row] for row in attempts]
     rewards = [a.reward for row in attempts for a in row]
     failures: dict[str, dict[str, Any]] = {}
@@ -58,6 +58,7 @@ def summarize(examples: list[dict], attempts: list[list[Attempt]],
                 entry = failures.setdefault(status, {"count": 0, "example_id": example["id"]})
                 entry["count"] += 1
     summary: dict[str, Any] = {
+        "success": success.label,
         "n": len(examples),
         "samples_per_example": len(attempts[0]) if attempts else 0,
         "pass_at_1": mean_pass_at_k(outcomes, 1) if outcomes else 0.0,
@@ -68,8 +69,9 @@ def summarize(examples: list[dict], attempts: list[list[Attempt]],
         n = len(attempts[0])
         summary["pass_at_k"] = {str(k): mean_pass_at_k(outcomes, k) for k in ks}
         best = [max(a.reward for a in row) for row in attempts]
+        best_passed = [passed(max(row, key=lambda a: a.reward)) for row in attempts]
         summary["best_of_n"] = {"n": n, "mean_reward": float(np.mean(best)),
-                                "pass_rate": float(np.mean([b >= PASS_THRESHOLD for b in best]))}
+                                "pass_rate": float(np.mean(best_passed))}
         summary["selection_gap"] = mean_pass_at_k(outcomes, n) - summary["pass_at_1"]
         summary["model_changed"] = False
         summary["note"] = SELECTION_NOTE

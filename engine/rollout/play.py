@@ -9,10 +9,14 @@ call per turn (:mod:`rlab.engine.rollout.episodes`). Both give
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from rlab.engine.config import RunConfig
+from rlab.engine.success import SuccessRule
 from rlab.engine.rewards.rubric import ScoreResult
 from rlab.engine.rewards.scoring import Scorer, scorer_examples
 from rlab.engine.rollout.episodes import run_groups
@@ -50,12 +54,38 @@ def token_ends(tokenizer: PreTrainedTokenizerBase | None, sample: Sample) -> lis
     return np.cumsum([len(p) for p in pieces]).tolist()
 
 
-def pass_rate(scores: list[ScoreResult]) -> float:
-    """Share of scores with reward >= 1 (pass@1 of greedy samples); nan when any
-    errored, since an errored score's 0 is no verdict."""
-    if any(s.error is not None for s in scores):
-        return float("nan")
-    return float(np.mean([s.reward >= 1.0 for s in scores]))
+@dataclass(frozen=True)
+class HeldOut:
+    """One held-out evaluation: greedy pass@1 by the task's success rule, and the rewards beside it.
+
+    pass_at_1: share of examples whose greedy trajectory solved the task
+    (``engine.success``), nan when a score errored (no verdict). reward: mean
+    total reward (nan when a score errored). components: each reward
+    function's mean unweighted value, by name (errored scores left out).
+    """
+
+    pass_at_1: float
+    reward: float
+    components: dict[str, float]
+
+    def metrics(self) -> dict[str, float]:
+        """As step metrics: ``eval/pass_at_1``, ``eval/reward``, ``eval/rewards/{name}/mean``
+        (TRL's per-function names under ``eval/``); a nan is left out (no verdict)."""
+        values = {"eval/pass_at_1": self.pass_at_1, "eval/reward": self.reward,
+                  **{f"eval/rewards/{name}/mean": v for name, v in self.components.items()}}
+        return {k: v for k, v in values.items() if not math.isnan(v)}
+
+
+def held_out(scores: list[ScoreResult], success: SuccessRule) -> HeldOut:
+    """The held-out figures of greedy ``scores`` (one per example)."""
+    clean = [s for s in scores if s.error is None]
+    errored = len(clean) < len(scores)
+    names = dict.fromkeys(name for s in clean for name in s.components)
+    return HeldOut(
+        pass_at_1=success.rate(scores),
+        reward=float("nan") if errored or not scores else float(np.mean([s.reward for s in scores])),
+        components={name: float(np.mean([s.components[name] for s in clean if name in s.components]))
+                    for name in names})
 
 
 def _single_turn(messages: list[Message], prompt_ids: list[int], sample: Sample,
@@ -106,9 +136,8 @@ class Rollout:
                   for i in range(len(examples))]
         return Rollouts(examples, groups, multi_step=False)
 
-    def evaluate(self, examples: list[Example], rubric: Scorer) -> float:
-        """Held-out greedy pass@1: the share of examples whose one greedy
-        trajectory the rubric scores >= 1 (for multi-step: solved episodes);
-        nan when a score errored (:func:`pass_rate`)."""
+    def evaluate(self, examples: list[Example], rubric: Scorer, success: SuccessRule) -> HeldOut:
+        """Held-out greedy evaluation: one greedy trajectory per example, scored
+        by ``rubric``, solved by ``success`` (for multi-step: solved episodes)."""
         rollouts = self.play(examples, group_size=1, temperature=0.0)
-        return pass_rate(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()))
+        return held_out(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()), success)

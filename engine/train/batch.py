@@ -18,17 +18,18 @@ import numpy as np
 from rlab.engine.rewards.judge.ruler import JudgeResult
 from rlab.engine.rewards.scoring import Scored
 from rlab.engine.rollout.play import prompt_text
+from rlab.engine.success import SuccessRule
 from rlab.engine.train.advantages import GiGPOResult, RolloutAdvantages
 from rlab.engine.types import Rollouts, StepBatch, TrainSample, Trajectory
 from rlab.store.records import GroupRecord, TrajectoryRecord, TurnRecord
 
 
-def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, version: int, *,
-             per_turn: bool = False) -> StepBatch:
+def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, version: int,
+             success: SuccessRule, *, per_turn: bool = False) -> StepBatch:
     """Store records, trainer samples and per-step metrics of one step.
 
     ``version`` is the reward version the rollouts were scored with; every
-    trajectory record carries it. Samples: one sequence per episode
+    trajectory record carries it, and whether ``success`` says it solved its task. Samples: one sequence per episode
     (:func:`episode_samples`), or with ``per_turn`` one per turn
     (:func:`train_samples`, the reference the sequence path is tested
     against; the same loss, several times the compute).
@@ -37,7 +38,7 @@ def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, 
     g = rollouts.group_size
     groups = []
     for i, (example, group) in enumerate(zip(rollouts.examples, rollouts.groups)):
-        records = [_trajectory_record(j, t, scored, advantages, i * g + j, version)
+        records = [_trajectory_record(j, t, scored, advantages, i * g + j, version, success)
                    for j, t in enumerate(group)]
         record = GroupRecord(index=i, example_id=example["id"], prompt=prompt_text(example),
                              trajectories=records, example=example,
@@ -127,7 +128,7 @@ def _check_per_turn(trajectories: Sequence[Trajectory], advantages: Sequence[np.
 
 
 def _trajectory_record(index: int, trajectory: Trajectory, scored: Scored, advantages: RolloutAdvantages,
-                       k: int, version: int) -> TrajectoryRecord:
+                       k: int, version: int, success: SuccessRule) -> TrajectoryRecord:
     turns = trajectory.turns
     score = scored.scores[k]
     gigpo = advantages.gigpo
@@ -136,6 +137,7 @@ def _trajectory_record(index: int, trajectory: Trajectory, scored: Scored, advan
         reward=float(advantages.rewards.reshape(-1)[k]), components=score.components, details=score.details,
         advantage=float(advantages.per_trajectory[k]), prompt_tokens=len(turns[0].prompt_ids) if turns else 0,
         completion_tokens=trajectory.completion_tokens, reward_version=version, truncated=trajectory.truncated,
+        success=success.passed(score),
         turns=[] if gigpo is None else _turn_records(trajectory, gigpo, advantages.per_turn[k],
                                                      scored.turn_rewards[k], k),
         **_token_fields(trajectory))
@@ -177,5 +179,4 @@ def _metrics(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages) 
     if advantages.gigpo is not None:
         sizes = advantages.gigpo.anchor_size_flat
         metrics["gigpo/anchor_shared_frac"] = float(np.mean(sizes > 1)) if len(sizes) else 0.0
-        metrics["episodes/success"] = float(np.mean([s.reward >= 1.0 for s in scored.scores]))
     return metrics

@@ -27,6 +27,7 @@ from rlab.engine.policy.tiny import (build_config, build_tokenizer, context_toke
 from rlab.engine.config import RunConfig
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rollout.play import Rollout
+from rlab.engine.success import SuccessRule
 from rlab.engine.types import Scenario
 
 
@@ -174,6 +175,8 @@ def _sft_loss(policy: Policy, pairs: list[tuple[str, str]]) -> torch.Tensor:
 
 
 def probe_pass_at_1(policy: Policy, scenario: Scenario, examples: list[dict], rubric: Rubric) -> float:
-    """Greedy pass@1 of ``policy`` on ``examples``: the run's own held-out
-    evaluation (``engine.rollout.play``), with an 8-token budget per turn."""
-    return Rollout(policy, scenario, RunConfig(max_new_tokens=8)).evaluate(examples, rubric)
+    """Greedy pass@1 of ``policy`` on ``examples`` by the scenario's success rule:
+    the run's own held-out evaluation (``engine.rollout.play``), with an
+    8-token budget per turn."""
+    return Rollout(policy, scenario, RunConfig(max_new_tokens=8)).evaluate(examples, rubric,
+                                                                          SuccessRule.of(scenario)).pass_at_1

@@ -40,6 +40,8 @@ class Arithmetic:
     system_prompt: str | None = None
     reward_file: Path = Path(__file__).with_name("rewards.py")
     judge_rubric: str | None = None
+    success: str | None = "correct"  # solved: exact sum
+    success_threshold: float = 1.0
     warm_start_target: float | None = 0.4
     warm_start_steps: int = 4000
     run_defaults: dict[str, Any] = field(default_factory=dict)

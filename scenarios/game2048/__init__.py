@@ -43,6 +43,8 @@ class Game2048:
     system_prompt: str | None = SYSTEM_PROMPT
     reward_file: Path = Path(__file__).with_name("rewards.py")
     judge_rubric: str | None = None
+    success: str | None = "max_tile"  # solved: a 2048 tile
+    success_threshold: float = 1.0
     max_turns: int = MAX_TURNS
     # The tiny policy imitates random legal play for a fixed number of
     # steps (no pass@1 target: random play is the point), so RL has room.

@@ -54,6 +54,8 @@ class Maze:
     system_prompt: str | None = system_prompt(SMALL)
     reward_file: Path = Path(__file__).with_name("rewards.py")
     judge_rubric: str | None = None
+    success: str | None = "reached"  # solved: the walk reached the goal
+    success_threshold: float = 1.0
     max_turns: int = 10
     # The tiny policy's context in tokens; None: its default, 256, which holds
     # 21 turns after the system prompt (a turn is up to 10 tokens).

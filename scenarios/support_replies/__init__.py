@@ -118,6 +118,9 @@ class SupportReplies:
     system_prompt: str | None = SYSTEM_PROMPT
     reward_file: Path = Path(__file__).with_name("rewards.py")
     judge_rubric: str | None = JUDGE_RUBRIC
+    # Solved: every verifier check passes (the judge's score is reward, not a verdict).
+    success: str | None = "all_checks"
+    success_threshold: float = 1.0
     warm_start_target: float | None = 0.4
     warm_start_steps: int = 4000
     run_defaults: dict[str, Any] = field(default_factory=dict)

@@ -94,10 +94,23 @@ def no_placeholders(example, completion):
             "details": {"parse_status": "placeholder" if found else "ok", "found": found}}
 
 
+def all_checks(example, completion):
+    """1.0 when every check above scores 1.0, else 0.0: the scenario's success
+    function (weight 0: it decides what counts as solved, the others pay).
+
+    details: ``failed`` names the checks below 1.0.
+    """
+    checks = {"addresses_request": addresses_request, "polite": polite, "length_ok": length_ok,
+              "greeting_and_signoff": greeting_and_signoff, "no_placeholders": no_placeholders}
+    failed = [name for name, check in checks.items() if check(example, completion)["reward"] < 1.0]
+    return {"reward": 0.0 if failed else 1.0, "details": {"failed": failed}}
+
+
 WEIGHTS = {
     "addresses_request": 0.4,
     "polite": 0.2,
     "length_ok": 0.15,
     "greeting_and_signoff": 0.15,
     "no_placeholders": 0.1,
+    "all_checks": 0.0,
 }

@@ -68,6 +68,7 @@ from rlab.engine.train.warm_start import ensure_tiny_model  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
 from rlab.engine.rewards.scoring import score  # noqa: E402
 from rlab.engine.session import start  # noqa: E402
+from rlab.engine.success import SuccessRule  # noqa: E402
 from rlab.engine.train.advantages import rollout_advantages  # noqa: E402
 from rlab.engine.train.batch import to_batch  # noqa: E402
 from rlab.engine.train.trainer import TrainConfig, Trainer  # noqa: E402
@@ -169,8 +170,8 @@ def speed(args: argparse.Namespace) -> dict:
             session.scoring.close()
     advantages = rollout_advantages(rollouts, scored.rewards, scored.errored_groups, method="gigpo",
                                     turn_rewards=scored.turn_rewards)
-    layouts = {"turn": to_batch(rollouts, scored, advantages, 1, per_turn=True).samples,
-               "episode": to_batch(rollouts, scored, advantages, 1).samples}
+    layouts = {"turn": to_batch(rollouts, scored, advantages, 1, SuccessRule(), per_turn=True).samples,
+               "episode": to_batch(rollouts, scored, advantages, 1, SuccessRule()).samples}
     model = session.policy.model
     weights = copy.deepcopy(model.state_dict())
     update_s: dict[str, list[float]] = {"turn": [], "episode": []}

@@ -49,6 +49,7 @@ from rlab.engine.policy.model import Policy  # noqa: E402
 from rlab.engine.policy.tiny import EMBEDDED_DIR  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
 from rlab.engine.rollout.play import Rollout  # noqa: E402
+from rlab.engine.success import SuccessRule  # noqa: E402
 from rlab.scenarios import get_scenario  # noqa: E402
 
 
@@ -63,7 +64,8 @@ class HeldOut:
 
     def __call__(self, model, tokenizer) -> float:
         policy = Policy(model, tokenizer, "cpu")
-        score = Rollout(policy, self.scenario, self.config).evaluate(self.examples, self.rubric)
+        score = Rollout(policy, self.scenario, self.config).evaluate(self.examples, self.rubric,
+                                                                     SuccessRule.of(self.scenario)).pass_at_1
         model.train()
         return score
 

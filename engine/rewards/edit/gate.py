@@ -19,6 +19,7 @@ from typing import Any
 
 from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, validate
 from rlab.engine.rewards.scoring_process import RubricVersion
+from rlab.engine.success import SuccessError, SuccessRule
 from rlab.store.records import GroupRecord
 
 #: Groups of the last step a new version must score cleanly (the editor's default K).
@@ -40,7 +41,8 @@ def check_samples(groups: Sequence[GroupRecord], *, multi_step: bool) -> list[tu
 
 
 def accept_edit(payload: Mapping[str, Any], samples: Sequence[tuple[dict, Any]], *,
-                filename: str = "rewards.py", timeout_s: float = DEFAULT_TIMEOUT_S) -> RubricVersion:
+                filename: str = "rewards.py", timeout_s: float = DEFAULT_TIMEOUT_S,
+                success: SuccessRule | None = None) -> RubricVersion:
     """The rubric version of a ``set_rewards`` payload, once it passed the editor's checks.
 
     The file is only ever run in the check process and, once accepted, in
@@ -52,11 +54,14 @@ def accept_edit(payload: Mapping[str, Any], samples: Sequence[tuple[dict, Any]],
             finite numbers, e.g. :func:`check_samples` of the last step.
         filename: the reward file's name in messages.
         timeout_s: per-call and import limit of the check, seconds.
+        success: the run's success rule; an edit that drops its function is
+            refused (success would no longer be measured).
 
     Raises:
         EditRejected: the payload is malformed, the file fails the check
             (syntax, import, exception, non-finite or non-numeric reward,
-            time-out, check process died), or the weights do not fit it.
+            time-out, check process died), the weights do not fit it, or it
+            drops the success function.
     """
     source, weights = payload.get("source"), payload.get("weights")
     if not isinstance(source, str) or not (weights is None or isinstance(weights, Mapping)):
@@ -67,6 +72,10 @@ def accept_edit(payload: Mapping[str, Any], samples: Sequence[tuple[dict, Any]],
         raise EditRejected(f"could not check the edit: {err}") from None
     if not result.ok:
         raise EditRejected(result.message)
+    try:
+        (success or SuccessRule()).check(result.weights, f"the edited {filename}")
+    except SuccessError as err:
+        raise EditRejected(str(err)) from None
     return RubricVersion(source, _weights(weights, result.weights) if weights else result.weights, filename)
 
 
