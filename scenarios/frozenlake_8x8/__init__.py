@@ -1,0 +1,14 @@
+"""FrozenLake, 8 x 8: gymnasium's 8 x 8 random maps (``generate_random_map(size=8, p=0.8, seed)``), solid ice.
+
+Shortest walks are 14 moves; each walk may take 24. A random walk that
+stays on the map almost never reaches the goal (about 0.2 % in 30 moves),
+so a warm-started tiny policy has little to learn from at first. Each
+rendered map is 72 characters, so the tiny policy gets a 2,048-token context.
+"""
+
+from __future__ import annotations
+
+from rlab.scenarios.frozenlake import FrozenLake, system_prompt
+
+SCENARIO = FrozenLake(name="frozenlake_8x8", size=8, system_prompt=system_prompt(8, False), max_turns=24,
+                      tiny_context_tokens=2048)
