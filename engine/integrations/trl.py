@@ -1,41 +1,92 @@
-"""Write a TRL GRPOTrainer run straight into an rlab run file.
+"""The lab attached to a TRL GRPOTrainer run, on one process or many.
 
     from trl import GRPOTrainer
     from rlab.engine.integrations.trl import RlabCallback
 
     trainer = GRPOTrainer(model=..., reward_funcs=[...], args=config, train_dataset=...)
-    trainer.add_callback(RlabCallback("runs.db", trainer=trainer))
+    trainer.add_callback(RlabCallback("runs.db", trainer=trainer))   # the one line
     trainer.train()
 
-then, from another terminal, ``rlab watch --db runs.db`` shows the run live:
-groups, per-reward-function components, advantages and TRL's own metrics.
+Start it as usual (``python train.py``, ``accelerate launch train.py``,
+``torchrun --nproc_per_node N train.py``; DeepSpeed, FSDP and TRL's vLLM
+modes change nothing here), then, from another terminal on the machine that
+runs process 0 (or over ssh to it):
 
-At every logging step (``on_log``) the callback reads the table TRL is about
-to write to ``completions/completions_{step:05d}.parquet`` (prompts,
-completions, one reward column per function, advantages: the trainer's
-``_logs`` buffer, so ``log_completions`` need not be on) and the logged
-metrics, turns them into groups with the same code as ``rlab import``
-(:func:`rlab.store.formats.trl.rows_to_step`), and writes them in one
-transaction. With ``logging_steps > 1`` the buffer holds the last generation
-batch only, as TRL's own file does. The run is ``finished`` at the end of
-training; if the trainer raises, ``on_train_end`` is not reached and the
-next open of the file marks the run ``crashed`` (its process is gone).
+- ``rlab watch --db runs.db`` shows the run live: groups, each reward
+  function's value, advantages, TRL's own metrics, alerts;
+- ``rlab pause|resume|step RUN --db runs.db`` (``space`` / ``n`` in the TUI)
+  pause every process after the current optimizer step, resume, or let
+  exactly one more step run;
+- ``rlab reward RUN rewards.py --db runs.db`` (``e`` in the TUI) checks a new
+  reward file in a separate process on the last stored groups (a dry run
+  next to the applied version), then every process switches to it at the
+  same step; the versions are stored as for the lab's own runs;
+- the alerts (length drift, collapse, no signal, hack, ...) run on every
+  stored step, are stored as events, and pause the run on ``pause_on``;
+- ``judge=JudgeSettings(...)`` adds a RULER judge as one more reward
+  function (:mod:`rlab.engine.integrations.trl_judge`); its calls are stored.
 
-Only the main process writes (``state.is_world_process_zero``).
+How the processes agree (:mod:`rlab.engine.integrations.trl_ranks`). Only
+the main process (global rank 0) opens the run file. At every optimizer
+step's end (``on_step_end``, which every process runs) the main process
+stores the step's completions (TRL's own gathered log of the generation
+batch, ``trainer._logs``, once per generation: every trajectory once, from
+every process), runs the alerts, reads the commands, checks a reward edit,
+and broadcasts its decision over the trainer's own process group
+(accelerate's ``broadcast_object_list``); every process applies it. While
+the run is paused the main process re-broadcasts "still paused" every
+``beat_s`` seconds, so the other processes wait in short collectives (well
+inside NCCL's and gloo's time-outs) and none runs ahead. A reward edit is
+loaded by every process's scoring process and the answers gathered: the
+version switches on all processes, or on none (the command is rejected with
+the failing process's error).
+
+The reward functions (:mod:`rlab.engine.integrations.trl_rewards`): the
+callback puts slots of ours in ``trainer.reward_funcs``. Version 1 calls
+the script's own functions exactly as TRL does (in the trainer's processes);
+edited versions are scored in the lab's scoring process on each process,
+under the rubric's contract (a failing function gives 0, never an
+exception). Version 1 is stored as a reward file (``rlab_rewards.py`` in
+``output_dir``: the functions and what they use from their module), so the
+TUI's editor opens it; when the functions cannot be written out (lambdas,
+closures) the run still takes edits, and the dry run compares with the
+stored rewards.
+
+The run is ``finished`` at the end of training (``stopped`` after a ``stop``
+command); if a process dies (``kill -9``, an exception), ``on_train_end`` is
+not reached, every write so far is whole (one transaction per step), and
+the next open of the file marks the run ``crashed`` once process 0 is gone.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats
+from rlab.engine.config import JudgeSettings
+from rlab.engine.integrations.trl_judge import JUDGE_NAME, JudgedBatch, JudgeReward
+from rlab.engine.integrations.trl_ranks import Ranks
+from rlab.engine.integrations.trl_rewards import FixedReward, GenerationRows, TrlRewards, functions_source
+from rlab.engine.rewards.edit.check import validate
+from rlab.engine.rewards.edit.gate import EditRejected, accept_edit, check_samples
+from rlab.engine.rewards.scoring_process import RubricVersion
+from rlab.engine.success import SuccessRule
+from rlab.store.control import Controller
 from rlab.store.db import write_transaction
 from rlab.store.formats.trl import FIXED_COLUMNS, NAME, rows_to_step
-from rlab.store.formats.write import append_steps, free_name
+from rlab.store.formats.write import free_name
+from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, GroupRecord
+from rlab.store.stepstats import step_stats
 from rlab.store.writer import StoreWriter
+
+#: Version 1's reward file, written into the trainer's output_dir.
+VERSION_ONE_FILE = "rlab_rewards.py"
 
 
 def logged_table(buffer: dict) -> tuple[list[str], list[dict]]:
@@ -50,61 +101,406 @@ def logged_table(buffer: dict) -> tuple[list[str], list[dict]]:
                "advantage": list(buffer.get("advantages", []))}
     size = len(columns["prompt"])
     names = list(columns)
-    rows = [{name: columns[name][i] if i < len(columns[name]) else None for name in names}
-            for i in range(size)]
+    # each deque ends with the newest batch: a column that began later (a reward function
+    # of a newer version) is shorter, so align the columns at their ends
+    rows = [{name: _from_end(columns[name], size - i) for name in names} for i in range(size)]
     return names, rows
 
 
+def _from_end(values: list, back: int) -> Any:
+    """``values[-back]``, or None when the list is shorter than that."""
+    return values[-back] if back <= len(values) else None
+
+
+def reward_scale(weights: dict[str, float]) -> float:
+    """The most reward a completion can earn when every function gives 1 (at
+    least 1): the hack alert's unit, as ``engine.session.reward_scale``."""
+    return max(1.0, sum(w for w in weights.values() if w > 0))
+
+
 class RlabCallback(TrainerCallback):
-    """A ``transformers.TrainerCallback`` writing each logged GRPO step into
-    the run file ``db`` (see the module doc).
+    """A ``transformers.TrainerCallback`` attaching the lab to a GRPOTrainer (see the module doc).
+
+    Build it on every process (the script runs on every process), before
+    ``trainer.train()``.
 
     Args:
-        db: the SQLite run file (created if missing).
-        trainer: the GRPOTrainer (its ``_logs`` buffer holds the completions).
+        db: the SQLite run file (created if missing); only process 0 opens it.
+        trainer: the GRPOTrainer.
         name: the run name (default ``{output_dir name}-trl``, made unique).
+        rewards: a reward file (the lab's format: functions and ``WEIGHTS``)
+            to score with from the start, in place of the functions given to
+            GRPOTrainer; it is version 1.
+        edits: put the lab's reward slots into the trainer (needed for reward
+            edits, the judge and per-process rows); False only writes the run file.
+        success: the reward function whose value says a completion solved its
+            task (``success_rate``, and the hack / collapse alerts); None: no
+            success figure.
+        success_threshold: the value of ``success`` that counts as solved.
+        alerts: thresholds and ``pause_on`` (``engine.alerts.AlertThresholds``
+            or a dict of them).
+        judge: a RULER judge to add as one more reward function (its TRL
+            weight: ``judge.weight``).
+        judge_rubric: the judge's grading text (None: RULER's default).
+        pause_on_reward_error: pause when an edited version's function fails
+            on some completion (they get 0 meanwhile), as the lab's runs do.
+        poll_interval_s: how often the paused main process reads commands.
+        beat_s: how long the other processes wait in one collective while paused.
     """
 
-    def __init__(self, db: str | Path, *, trainer: Any, name: str | None = None) -> None:
+    def __init__(self, db: str | Path, *, trainer: Any, name: str | None = None,
+                 rewards: str | Path | None = None, edits: bool = True, success: str | None = None,
+                 success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
+                 alerts: AlertThresholds | dict | None = None, judge: JudgeSettings | None = None,
+                 judge_rubric: str | None = None, pause_on_reward_error: bool = True,
+                 poll_interval_s: float = 0.2, beat_s: float = 1.0) -> None:
         self.db = Path(db)
         self.trainer = trainer
         self.name = name
+        self.ranks = Ranks(getattr(trainer, "accelerator", None))
+        self.success = SuccessRule(success, success_threshold)
+        self.thresholds = alerts if isinstance(alerts, AlertThresholds) else AlertThresholds.model_validate(
+            alerts or {})
+        self.pause_on_reward_error = pause_on_reward_error
+        self.poll_interval_s = poll_interval_s
+        self.beat_s = beat_s
+        self.rewards: TrlRewards | None = None
+        self.reward_path: Path | None = Path(rewards) if rewards is not None else None
+        self.judge_settings = judge
+        self.judge: JudgeReward | None = None
+        if edits or judge is not None or rewards is not None:
+            self.rewards = TrlRewards(trainer, self.ranks)
+            if self.reward_path is not None:
+                self.rewards.switch(1, _file_version(self.reward_path))
+            if judge is not None:
+                self.judge = JudgeReward(judge, self.ranks, rubric=judge_rubric)
+                self.rewards.add_fixed(FixedReward(JUDGE_NAME, self.judge, judge.weight))
+        # main process only
         self.writer: StoreWriter | None = None
         self.run_id: int | None = None
+        self.controller: Controller | None = None
+        self.watch: AlertWatch | None = None
+        self.last_groups: list[GroupRecord] = []
         self.last_step = -1
+        self.stopped = False
+        self._seen: dict[str, int] = {}
+        self._stored_keys: set[str] = set()
+        self._last_rows: str | None = None
+
+    # -- start and end ------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if not state.is_world_process_zero:
+        if not self.ranks.is_main:
             return
         self.writer = StoreWriter(self.db)
         name = self.name or free_name(self.writer, f"{Path(args.output_dir).name}-{NAME}")
+        reward_file, source, why = self._version_one(args)
         config = {k: v for k, v in args.to_dict().items()
                   if isinstance(v, (int, float, str, bool)) and "token" not in k}
+        config.update({"alerts_by": "engine", "alerts": self.thresholds.model_dump(),
+                       "processes": self.ranks.count, "success": self.success.function,
+                       "success_threshold": self.success.threshold})
+        if reward_file is not None:
+            config["reward_file"] = str(reward_file)
+        if self.judge_settings is not None:
+            config["judge"] = self.judge_settings.model_dump()
         self.run_id = self.writer.start_run(
             name, NAME, config, {"format": NAME, "output_dir": str(args.output_dir),
-                                 "source": "rlab.engine.integrations.trl"})
+                                 "source": "rlab.engine.integrations.trl"},
+            reward_file=reward_file)
         self.name = name
+        weights = self.rewards.version.weights if self.rewards is not None else {}
+        if source is not None:
+            self.writer.write_reward_version(self.run_id, 1, source, weights)
+        elif self.rewards is not None:
+            self.writer.write_event(self.run_id, "warning", {"message": why})
+            _say(why)
+        self.controller = Controller(self.writer, self.run_id, poll_interval_s=self.poll_interval_s)
+        self.watch = AlertWatch(self.thresholds, reward_scale(weights))
+        _say(f"run {name!r} in {self.db} ({self.ranks.count} process{'es' * (self.ranks.count != 1)}): "
+             f"rlab watch --db {self.db}")
+
+    def _version_one(self, args) -> tuple[Path | None, str | None, str]:
+        """Version 1 as a reward file: (its path, its source, "") or (None, None, why not)."""
+        if self.rewards is None:
+            return None, None, ""
+        if self.reward_path is not None:
+            return self.reward_path.resolve(), self.reward_path.read_text(encoding="utf-8"), ""
+        version = self.rewards.version
+        if not version.weights:
+            return None, None, "no reward function to edit (only reward models)"
+        header = (f"# Version 1 of the rewards of this TRL run: the reward functions given to GRPOTrainer,\n"
+                  f"# with what they use from their module. Edit it and apply it with\n"
+                  f"# `rlab reward RUN {VERSION_ONE_FILE}` or `e` in `rlab watch`.")
+        source, why = functions_source(version.functions or {}, version.weights, header)
+        if source is None:
+            return None, None, f"version 1 is not stored as a reward file ({why}); edits still apply"
+        result = validate(source, [], [], filename=VERSION_ONE_FILE)
+        if not result.ok or set(result.weights) != set(version.weights):
+            problem = result.message if not result.ok else f"it defines reward functions {sorted(result.weights)}"
+            return None, None, (f"version 1 is not stored as a reward file (the functions written out "
+                                f"do not load alone: {problem}); edits still apply")
+        path = Path(args.output_dir) / VERSION_ONE_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
+        return path.resolve(), source, ""
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.rewards is not None:
+            self.rewards.close()
+        if self.judge is not None:
+            self.judge.close()
+        if self.writer is None:
+            return
+        self.writer.set_status(self.run_id, "stopped" if self.stopped else "finished")
+        self.writer.close()
+        self.writer = None
+
+    # -- every optimizer step ---------------------------------------------------------
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if self.ranks.is_main and self.writer is not None:
+            self._store(args, step)
+            assert self.controller is not None
+            self.controller.end_of_step(step)
+        while True:
+            decision = self._decide(step) if self.ranks.is_main and self.writer is not None else None
+            decision = self.ranks.broadcast(decision) or {"paused": False, "stop": False, "edit": None}
+            if decision["edit"] is not None:
+                self._switch(decision["edit"], step)
+            if decision["stop"]:
+                self.stopped = True
+                control.should_training_stop = True
+                return control
+            if not decision["paused"]:
+                return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        # The end-of-training summary is logged at the last step again (with
-        # train_runtime); eval logs carry eval_ keys: neither is a new step.
-        if (self.writer is None or not logs or state.global_step <= self.last_step
-                or any(k.startswith("eval_") for k in logs)):
+        if self.writer is None or not logs or any(k.startswith("eval_") for k in logs):
             return
-        columns, rows = logged_table(getattr(self.trainer, "_logs", {}) or {})
-        if not rows:
+        self._seen = {}  # TRL clears its train metrics right after this call
+        if "train_runtime" in logs:  # the end-of-training summary
             return
         metrics = {k: float(v) for k, v in logs.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
-        step = rows_to_step(Path(args.output_dir), state.global_step, columns, rows,
-                            {state.global_step: metrics})
-        with write_transaction(self.writer.database):
-            append_steps(self.writer, self.run_id, [step])
-        self.last_step = state.global_step
+        if state.global_step == self.last_step:
+            metrics = {k: v for k, v in metrics.items() if k not in self._stored_keys}
+        if metrics:
+            self.writer.write_step(self.run_id, state.global_step, metrics)
 
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.writer is None:
+    # -- main process: the step into the run file -----------------------------------------
+
+    def _trl_metrics(self) -> dict[str, float]:
+        """The step's TRL metrics (what TRL will log), from the values it gathered since the last step."""
+        out: dict[str, float] = {}
+        lists = (getattr(self.trainer, "_metrics", None) or {}).get("train") or {}
+        for key, values in lists.items():
+            seen = self._seen.get(key, 0)
+            new = [float(v) for v in list(values)[seen:]
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+            self._seen[key] = len(values)
+            if new:
+                out[key] = sum(new) / len(new)
+        return out
+
+    def _store(self, args, step: int) -> None:
+        """Store the newest generation batch (once), its step metrics, alerts and errors."""
+        assert self.writer is not None and self.run_id is not None
+        generation: GenerationRows | None = None
+        if self.rewards is not None:
+            generation, self.rewards.pending = self.rewards.pending, None
+            if generation is None:
+                return  # no new generation since the last stored one (num_iterations > 1)
+        columns, rows = logged_table(getattr(self.trainer, "_logs", {}) or {})
+        if generation is not None:
+            rows = rows[-len(generation.rows):]
+        if not rows:
             return
-        self.writer.set_status(self.run_id, "finished")
-        self.writer.close()
-        self.writer = None
+        if generation is None:  # edits=False: tell a new batch from the last by its content
+            fingerprint = repr(rows)
+            if fingerprint == self._last_rows:
+                return
+            self._last_rows = fingerprint
+        metrics = self._trl_metrics()
+        imported = rows_to_step(Path(args.output_dir), step, columns, rows, {step: metrics})
+        groups = imported.groups
+        errors = self._annotate(groups, generation)
+        version = self.rewards.version.number if self.rewards is not None else None
+        stats = step_stats(groups) if groups else {}
+        step_metrics = {**stats, **metrics, **({"reward_version": float(version)} if version else {})}
+        judged = self._judged(generation)
+        with write_transaction(self.writer.database):
+            group_ids = self.writer.write_groups(self.run_id, step, groups)
+            self.writer.write_step(self.run_id, step, step_metrics)
+            if judged is not None:
+                for group_id, result in zip(group_ids, judged.results):
+                    self.writer.write_judge_call(self.run_id, group_id, step=step, **result.call_fields())
+        self.last_step, self._stored_keys, self.last_groups = step, set(step_metrics), groups
+        self._after_store(step, step_metrics, groups, group_ids, errors, judged)
+
+    def _annotate(self, groups: list[GroupRecord], generation: GenerationRows | None) -> list[dict]:
+        """Put what the reward slots gathered (example, version, process, error), the weighted
+        reward, success and the judge's verdict on the records; return the scoring errors."""
+        meta = generation.rows if generation is not None else None
+        weights = generation.weights if generation is not None else {}
+        flat = [t for g in groups for t in g.trajectories]
+        if meta is not None and len(meta) != len(flat):
+            meta = None
+        judged = self._judged(generation)
+        errors: list[dict] = []
+        row = 0
+        for group in groups:
+            for t in group.trajectories:
+                if weights:  # TRL's total: the weighted sum of the finite components
+                    t.reward = float(sum(weights.get(n, 1.0) * v for n, v in t.components.items()))
+                if meta is not None:
+                    m = meta[row]
+                    t.reward_version = m["version"]
+                    t.details = {**t.details, "rank": m["rank"]}
+                    if m["error"]:
+                        t.details["error"] = m["error"]
+                        errors.append({"trajectory": t.index, "error": m["error"]})
+                    if t.index == 0:
+                        group.example = m["example"]
+                if judged is not None and (found := judged.at(row)) is not None:
+                    result, k = found
+                    if result.scores is not None:
+                        t.judge_score = result.scores[k]
+                        t.judge_explanation = result.explanations[k] if k < len(result.explanations) else None
+                        t.judge_rank = (result.ranks or [None] * (k + 1))[k]
+                    group.judge_status, group.judge_error = result.status, result.error
+                t.success = self._success(t.components, t.details)
+                row += 1
+        return errors
+
+    def _success(self, components: dict[str, float], details: dict) -> bool | None:
+        if self.success.function is None or details.get("error"):
+            return None
+        value = components.get(self.success.function)
+        return None if value is None or not math.isfinite(value) else value >= self.success.threshold
+
+    def _judged(self, generation: GenerationRows | None) -> JudgedBatch | None:
+        """The judge's verdict on ``generation``, when it is that batch's."""
+        last = self.judge.last if self.judge is not None else None
+        if last is None or generation is None or last.keys != [r["key"] for r in generation.rows]:
+            return None
+        return last
+
+    def _after_store(self, step: int, metrics: dict[str, float], groups: list[GroupRecord],
+                     group_ids: list[int], errors: list[dict], judged: JudgedBatch | None) -> None:
+        """Events for reward errors and failed judge calls, then the alerts; pause as configured."""
+        assert self.writer is not None and self.run_id is not None and self.controller is not None
+        if errors:
+            self.writer.write_event(self.run_id, "error", {"reward_errors": len(errors), "first": errors[0]["error"]},
+                                    step=step)
+            if self.pause_on_reward_error:
+                self.controller.pause(step, "reward function error", first=errors[0]["error"],
+                                      undo="press u in the TUI for the previous reward version")
+        if judged is not None:
+            failed = [{"group_id": gid, "error": r.error} for gid, r in zip(group_ids, judged.results) if not r.ok]
+            if failed:
+                self.writer.write_event(self.run_id, "judge_failed", {"groups": failed}, step=step)
+                if self.judge_settings is not None and self.judge_settings.on_failure == "pause":
+                    self.controller.pause(step, "judge failed", groups=len(failed))
+        assert self.watch is not None
+        if self.success.function is not None:
+            verdicts = [t.success for g in groups for t in g.trajectories]
+            if verdicts and all(v is not None for v in verdicts):
+                metrics["success_rate"] = sum(bool(v) for v in verdicts) / len(verdicts)
+                self.writer.write_step(self.run_id, step, {"success_rate": metrics["success_rate"]})
+        stats = [GroupStats.of_record(step, gid, g) for gid, g in zip(group_ids, groups)]
+        for alert in self.watch.observe(step, metrics, stats):
+            self.writer.write_event(self.run_id, "alert", alert.payload(), step=step)
+            _say(alert.line())
+            if alert.action == "pause":
+                self.controller.pause(step, f"alert: {alert.kind}", message=alert.message)
+
+    # -- commands: decided on the main process, applied on every process ------------------
+
+    def _decide(self, step: int) -> dict[str, Any]:
+        """Read the commands; while paused, wait up to ``beat_s``; check a pending edit."""
+        c = self.controller
+        assert c is not None and self.writer is not None
+        c.poll(step)
+        if c.paused and not c.stop and c.pending_rewards is None:
+            deadline = time.monotonic() + self.beat_s
+            while time.monotonic() < deadline and c.paused and not c.stop and c.pending_rewards is None:
+                time.sleep(self.poll_interval_s)
+                c.poll(step)
+            self.writer.heartbeat(self.run_id, step)
+        edit = self._check_edit(step) if c.pending_rewards is not None else None
+        return {"paused": c.paused and not c.stop, "stop": c.stop, "edit": edit}
+
+    def _check_edit(self, step: int) -> dict[str, Any] | None:
+        """The pending set_rewards, once it passed the lab's gate (checked in a separate
+        process on the last stored groups); None (and the command rejected) otherwise."""
+        c = self.controller
+        assert c is not None and c.pending_rewards is not None and self.writer is not None
+        command_id, payload = c.pending_rewards
+        c.pending_rewards = None
+        if self.rewards is None:
+            self.writer.resolve_command(command_id, "rejected",
+                                        "this TRL run was attached with edits=False; reward edits need the "
+                                        "lab's reward slots")
+            return None
+        samples = check_samples(self.last_groups, multi_step=False)
+        filename = self.reward_path.name if self.reward_path is not None else VERSION_ONE_FILE
+        try:
+            version = accept_edit(payload, samples, filename=filename, success=self.success)
+        except EditRejected as err:
+            self.writer.resolve_command(command_id, "rejected", str(err))
+            self.writer.write_event(self.run_id, "error", {"reward_edit_rejected": str(err)}, step=step)
+            _say(f"reward edit rejected at step {step}: {err}")
+            return None
+        return {"command_id": command_id, "version": self.rewards.version.number + 1, "source": version.source,
+                "weights": version.weights, "filename": version.filename, "probe": samples[:1]}
+
+    def _switch(self, edit: dict[str, Any], step: int) -> None:
+        """Every process: load the checked version in its scoring process; switch only if all did."""
+        assert self.rewards is not None
+        rubric = RubricVersion(edit["source"], dict(edit["weights"]), edit["filename"])
+        try:
+            error = self.rewards.probe(rubric, edit["probe"])
+        except Exception as exc:  # noqa: BLE001 - any failure here is this process's answer
+            error = f"{type(exc).__name__}: {exc}"
+        answers = self.ranks.gather([{"rank": self.ranks.index, "error": error}])
+        failed = [a for a in answers if a["error"]]
+        if not failed:
+            self.rewards.switch(edit["version"], rubric)
+        if not self.ranks.is_main:
+            return
+        assert self.writer is not None and self.run_id is not None
+        if failed:
+            message = f"reward version did not load on process {failed[0]['rank']}: {failed[0]['error']}"
+            self.writer.resolve_command(edit["command_id"], "rejected", message)
+            self.writer.write_event(self.run_id, "error", {"reward_edit_rejected": message}, step=step)
+            _say(f"reward edit rejected at step {step}: {message}")
+            return
+        version = edit["version"]
+        sha = self.writer.write_reward_version(self.run_id, version, rubric.source, rubric.weights)
+        self.writer.write_event(self.run_id, "reward_edit", {
+            "version": version, "sha256": sha, "weights": rubric.weights, "from_step": step + 1,
+            "processes": {str(a["rank"]): version for a in answers}}, step=step)
+        self.writer.resolve_command(edit["command_id"], "applied",
+                                    f"reward version {version} on {len(answers)} processes from step {step + 1}")
+        if self.watch is not None:
+            self.watch.reward_scale = reward_scale(rubric.weights)
+        _say(f"reward version {version} applied after step {step} on {len(answers)} processes")
+
+
+def _file_version(path: Path) -> RubricVersion:
+    """A reward file as version 1, once it loaded in a check process (never in this one).
+
+    Raises:
+        ValueError: the file does not load (the message says where).
+    """
+    source = path.read_text(encoding="utf-8")
+    result = validate(source, [], [], filename=path.name)
+    if not result.ok:
+        raise ValueError(f"{path}: {result.message}")
+    return RubricVersion(source, result.weights, path.name)
+
+
+def _say(line: str) -> None:
+    print(f"rlab: {line}", file=sys.stderr, flush=True)
