@@ -31,7 +31,8 @@ from rlab.engine.rewards.edit.submit import submit
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 
-pytestmark = pytest.mark.slow
+# each starts two processes that import torch and TRL: minutes when the machine is busy
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tests" / "trl_attach_script.py"
@@ -97,10 +98,22 @@ def rlab(*argv: str) -> int:
     return main(list(argv))
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen, tmp_path: Path) -> None:
+    """End torchrun and its workers (they run in sessions of their own: killing torchrun
+    alone would leave them waiting in a collective until the script's ddp_timeout)."""
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        proc.send_signal(signal.SIGTERM)  # torchrun stops its workers
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    for _, pid in traced(tmp_path):
+        try:
+            if pid and str(SCRIPT) in Path(f"/proc/{pid}/cmdline").read_text():
+                os.kill(pid, signal.SIGKILL)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
 
 
 def text(value) -> str:
@@ -154,7 +167,7 @@ def test_two_processes_pause_edit_resume_step_and_stop(tmp_path, raw_tiny_model_
             send_command(db, rid, "stop")
             assert proc.wait(180) == 0, log_tail(tmp_path)
         finally:
-            stop(proc)
+            stop(proc, tmp_path)
         judge_requests = len(judge.requests)
 
     with StoreReader(db) as reader:
@@ -213,7 +226,7 @@ def test_kill_9_of_a_process_leaves_the_file_consistent(tmp_path, raw_tiny_model
         os.kill(traced(tmp_path)[victim][1], signal.SIGKILL)
         assert proc.wait(180) != 0
     finally:
-        stop(proc)
+        stop(proc, tmp_path)
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     with StoreReader(db) as reader:  # opening it notices the writer is gone

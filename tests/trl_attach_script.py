@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         output_dir=str(args.out), max_steps=args.steps, per_device_train_batch_size=4, num_generations=4,
         max_completion_length=6, learning_rate=1e-5, logging_steps=1, log_completions=args.log_completions,
         num_completions_to_print=0, save_strategy="no", report_to="none", use_cpu=True, seed=0,
-        temperature=1.0, beta=0.0, dataloader_num_workers=0, disable_tqdm=True)
+        temperature=1.0, beta=0.0, dataloader_num_workers=0, disable_tqdm=True,
+        ddp_timeout=120)  # a lost peer ends a collective within 2 minutes (a pause does not: it beats every second)
     trainer = GRPOTrainer(model=str(args.model), reward_funcs=[correct, brief], args=config, train_dataset=dataset)
 
     if args.db is not None:

@@ -329,6 +329,9 @@ class RlabCallback(TrainerCallback):
         version = self.rewards.version.number if self.rewards is not None else None
         stats = step_stats(groups) if groups else {}
         step_metrics = {**stats, **metrics, **({"reward_version": float(version)} if version else {})}
+        verdicts = [t.success for g in groups for t in g.trajectories]
+        if self.success.function is not None and verdicts and all(v is not None for v in verdicts):
+            step_metrics["success_rate"] = sum(bool(v) for v in verdicts) / len(verdicts)
         judged = self._judged(generation)
         with write_transaction(self.writer.database):
             group_ids = self.writer.write_groups(self.run_id, step, groups)
@@ -368,7 +371,8 @@ class RlabCallback(TrainerCallback):
                     if result.scores is not None:
                         t.judge_score = result.scores[k]
                         t.judge_explanation = result.explanations[k] if k < len(result.explanations) else None
-                        t.judge_rank = (result.ranks or [None] * (k + 1))[k]
+                        ranks = result.ranks
+                        t.judge_rank = ranks[k] if ranks is not None else None
                     group.judge_status, group.judge_error = result.status, result.error
                 t.success = self._success(t.components, t.details)
                 row += 1
@@ -404,11 +408,6 @@ class RlabCallback(TrainerCallback):
                 if self.judge_settings is not None and self.judge_settings.on_failure == "pause":
                     self.controller.pause(step, "judge failed", groups=len(failed))
         assert self.watch is not None
-        if self.success.function is not None:
-            verdicts = [t.success for g in groups for t in g.trajectories]
-            if verdicts and all(v is not None for v in verdicts):
-                metrics["success_rate"] = sum(bool(v) for v in verdicts) / len(verdicts)
-                self.writer.write_step(self.run_id, step, {"success_rate": metrics["success_rate"]})
         stats = [GroupStats.of_record(step, gid, g) for gid, g in zip(group_ids, groups)]
         for alert in self.watch.observe(step, metrics, stats):
             self.writer.write_event(self.run_id, "alert", alert.payload(), step=step)
