@@ -360,3 +360,69 @@ def test_stop_ends_training_and_the_run_reads_stopped(attached):
     attached.callback.on_train_end(attached.args, attached.state, None)
     with StoreReader(attached.db) as reader:
         assert reader.runs()[0]["status"] == "stopped"
+
+
+def test_an_alert_in_pause_on_pauses_the_run_until_resumed(tmp_path):
+    trainer = fake_trainer([correct, brief])
+    callback = RlabCallback(tmp_path / "runs.db", trainer=trainer, success="correct",
+                            alerts={"pause_on": "perfect_share"}, poll_interval_s=0.02, beat_s=0.1)
+    a = SimpleNamespace(trainer=trainer, callback=callback, args=Args(output_dir=str(tmp_path / "o")),
+                        state=SimpleNamespace(global_step=0), db=tmp_path / "runs.db")
+    callback.on_train_begin(a.args, a.state, None)
+    try:
+        worker = threading.Thread(target=train_step, args=(a,), kwargs={"texts": ("4", "4", "4", "4")})
+        worker.start()
+        rid = callback.run_id
+        wait_for(lambda: StoreReader(a.db).run(rid)["status"] == "paused")
+        assert worker.is_alive()
+        send_command(a.db, rid, "resume")
+        worker.join(10)
+        with StoreReader(a.db) as reader:
+            events = [(e["step"], e["kind"], e["payload"]) for e in reader.events(rid)]
+        assert [(s, k) for s, k, _ in events] == [(1, "alert"), (1, "pause"), (1, "resume")]
+        assert events[0][2]["alert"] == "perfect_share" and events[0][2]["action"] == "pause"
+        assert events[1][2]["reason"] == "alert: perfect_share"
+    finally:
+        callback.on_train_end(a.args, a.state, None)
+
+
+def test_a_reward_file_as_version_one_and_a_judge_as_one_more_reward(tmp_path):
+    from judge_server import ChatCompletionsServer, Reply, scores_json
+
+    from rlab.engine.config import JudgeSettings
+
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text((FIXTURES / "rewards_v2.py").read_text())
+    trainer = fake_trainer([correct, brief])
+    replies = [Reply(content=scores_json({"1": 1.0, "2": 0.0, "3": 0.5, "4": 0.25})),
+               Reply(status=400, error="no such model")]
+    with ChatCompletionsServer(replies) as server:
+        judge = JudgeSettings(model="judge", base_url=server.base_url, use_cache=False, max_retries=0, weight=0.5)
+        callback = RlabCallback(tmp_path / "runs.db", trainer=trainer, rewards=rewards, judge=judge)
+        assert trainer.reward_func_names == ["correct", "brief", "digits_only", "ruler"]
+        assert trainer.reward_weights.tolist() == [1.0, 0.25, 0.5, 0.5]
+        a = SimpleNamespace(trainer=trainer, callback=callback, args=Args(output_dir=str(tmp_path / "o")),
+                            state=SimpleNamespace(global_step=0), db=tmp_path / "runs.db")
+        callback.on_train_begin(a.args, a.state, None)
+        try:
+            train_step(a, texts=("4", "5", "4 apples", "x"))
+            train_step(a)  # the judge server now answers 400: the group is failed, not dropped
+        finally:
+            callback.on_train_end(a.args, a.state, None)
+    with StoreReader(a.db) as reader:
+        rid = reader.runs()[0]["id"]
+        run = reader.run(rid)
+        [version] = reader.reward_versions(rid)
+        first = reader.group(reader.groups_of_step(rid, 1)[0]["id"])
+        second = reader.group(reader.groups_of_step(rid, 2)[0]["id"])
+        calls = reader.judge_calls(rid)
+        events = [e["kind"] for e in reader.events(rid)]
+    assert run["config"]["reward_file"] == str(rewards) and version["source"] == rewards.read_text()
+    assert [t["judge_score"] for t in first["trajectories"]] == [1.0, 0.0, 0.5, 0.25]
+    assert [t["judge_rank"] for t in first["trajectories"]] == [1, 4, 2, 3]
+    assert first["trajectories"][0]["components"] == {"correct": 1.0, "brief": 1.0, "digits_only": 1.0,
+                                                      "ruler": 1.0}
+    assert first["trajectories"][0]["reward"] == 1.0 + 0.25 + 0.5 + 0.5
+    assert (second["judge_status"], "no such model" in second["judge_error"]) == ("failed", True)
+    assert "ruler" not in second["trajectories"][0]["components"]  # None: left out of the sum, as TRL does
+    assert [c["group_id"] for c in calls] == [second["id"], first["id"]] and events == ["judge_failed"]
