@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trace", type=Path, help="tests: note each process's next step in DIR/rank{N}")
     parser.add_argument("--judge-url", help="tests: add a RULER judge at this OpenAI-compatible URL")
     parser.add_argument("--log-completions", action="store_true", help="TRL's completions Parquet files too")
+    parser.add_argument("--gpu", action="store_true", help="train on the GPUs (bf16) instead of the CPU")
     args = parser.parse_args(argv)
 
     from datasets import Dataset
@@ -63,8 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     config = GRPOConfig(
         output_dir=str(args.out), max_steps=args.steps, per_device_train_batch_size=4, num_generations=4,
         max_completion_length=6, learning_rate=1e-5, logging_steps=1, log_completions=args.log_completions,
-        num_completions_to_print=0, save_strategy="no", report_to="none", use_cpu=True, seed=0,
-        temperature=1.0, beta=0.0, dataloader_num_workers=0, disable_tqdm=True,
+        num_completions_to_print=0, save_strategy="no", report_to="none", use_cpu=not args.gpu, bf16=args.gpu,
+        seed=0, temperature=1.0, beta=0.0, dataloader_num_workers=0, disable_tqdm=True,
         ddp_timeout=120)  # a lost peer ends a collective within 2 minutes (a pause does not: it beats every second)
     trainer = GRPOTrainer(model=str(args.model), reward_funcs=[correct, brief], args=config, train_dataset=dataset)
 
