@@ -426,3 +426,14 @@ def test_a_reward_file_as_version_one_and_a_judge_as_one_more_reward(tmp_path):
     assert (second["judge_status"], "no such model" in second["judge_error"]) == ("failed", True)
     assert "ruler" not in second["trajectories"][0]["components"]  # None: left out of the sum, as TRL does
     assert [c["group_id"] for c in calls] == [second["id"], first["id"]] and events == ["judge_failed"]
+
+
+def test_two_groups_in_a_row_with_one_prompt_are_stored_apart(attached):
+    attached.trainer.num_generations = 4  # two dataset rows with one text, sampled one after the other
+    train_step(attached, texts=("4", "5", "4", "x", "4", "4", "4", "1"))
+    with StoreReader(attached.db) as reader:
+        rid = reader.runs()[0]["id"]
+        groups = [reader.group(g["id"]) for g in reader.groups_of_step(rid, 1)]
+    assert [[t["idx"] for t in g["trajectories"]] for g in groups] == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert [g["idx"] for g in groups] == [0, 1]
+    assert [t["completion"] for t in groups[1]["trajectories"]] == ["4", "4", "4", "1"]

@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,27 @@ def logged_table(buffer: dict) -> tuple[list[str], list[dict]]:
 def _from_end(values: list, back: int) -> Any:
     """``values[-back]``, or None when the list is shorter than that."""
     return values[-back] if back <= len(values) else None
+
+
+def split_groups(groups: list[GroupRecord], size: int | None) -> list[GroupRecord]:
+    """Groups of ``size`` (TRL's ``num_generations``): two groups in a row with the same
+    prompt (two dataset rows with one text) read as one run of equal prompts; cut it."""
+    if not size:
+        return groups
+    out: list[GroupRecord] = []
+    for group in groups:
+        n = len(group.trajectories)
+        if n <= size or n % size:
+            out.append(group)
+            continue
+        for start in range(0, n, size):
+            chunk = group.trajectories[start:start + size]
+            for k, t in enumerate(chunk):
+                t.index = k
+            out.append(replace(group, trajectories=chunk))
+    for k, group in enumerate(out):
+        group.index = group.example_id = k
+    return out
 
 
 def reward_scale(weights: dict[str, float]) -> float:
@@ -173,7 +195,8 @@ class RlabCallback(TrainerCallback):
             if self.reward_path is not None:
                 self.rewards.switch(1, _file_version(self.reward_path))
             if judge is not None:
-                self.judge = JudgeReward(judge, self.ranks, rubric=judge_rubric)
+                self.judge = JudgeReward(judge, self.ranks, rubric=judge_rubric,
+                                         group_size=getattr(trainer, "num_generations", None))
                 self.rewards.add_fixed(FixedReward(JUDGE_NAME, self.judge, judge.weight))
         # main process only
         self.writer: StoreWriter | None = None
@@ -324,7 +347,7 @@ class RlabCallback(TrainerCallback):
             self._last_rows = fingerprint
         metrics = self._trl_metrics()
         imported = rows_to_step(Path(args.output_dir), step, columns, rows, {step: metrics})
-        groups = imported.groups
+        groups = split_groups(imported.groups, getattr(self.trainer, "num_generations", None))
         errors = self._annotate(groups, generation)
         version = self.rewards.version.number if self.rewards is not None else None
         stats = step_stats(groups) if groups else {}

@@ -69,6 +69,8 @@ class JudgeReward:
         rubric: the judge's grading text (None: RULER's default).
         judge: a ready judge (tests); built from ``settings`` on the main
             process otherwise.
+        group_size: completions per group (TRL's ``num_generations``), so two
+            groups in a row with one prompt text are judged apart.
 
     Attributes:
         last: the main process's verdict on the latest batch (None before,
@@ -78,9 +80,10 @@ class JudgeReward:
     __name__ = JUDGE_NAME
 
     def __init__(self, settings: JudgeSettings, ranks: Ranks, *, rubric: str | None = None,
-                 judge: RulerJudge | None = None) -> None:
+                 judge: RulerJudge | None = None, group_size: int | None = None) -> None:
         self.settings = settings
         self.ranks = ranks
+        self.group_size = group_size
         self.judge = judge if judge is not None else (
             RulerJudge.from_settings(settings, rubric) if ranks.is_main else None)
         self.last: JudgedBatch | None = None
@@ -101,8 +104,9 @@ class JudgeReward:
         """Ask the judge about every group of the gathered batch; one score (or None) per row."""
         assert self.judge is not None
         spans: list[tuple[int, int]] = []
+        size = self.group_size or len(rows)
         for i, (key, _) in enumerate(rows):
-            if spans and rows[spans[-1][0]][0] == key:
+            if spans and rows[spans[-1][0]][0] == key and spans[-1][1] < size:
                 spans[-1] = (spans[-1][0], spans[-1][1] + 1)
             else:
                 spans.append((i, 1))
