@@ -4,7 +4,7 @@ Test-only (tests/test_trl_attach_live.py) and the demo of issue 31: run it
 on two CPU processes (gloo) and steer it from another terminal:
 
     .venv/bin/torchrun --standalone --nproc_per_node 2 tests/trl_attach_script.py \\
-        --model MODEL_DIR --out /tmp/grpo-out --db /tmp/runs.db --steps 200
+        --out /tmp/grpo-out --db /tmp/runs.db --steps 300
     rlab watch --db /tmp/runs.db                        # the TUI: space pauses, e edits, n steps
     rlab pause grpo-out-trl --db /tmp/runs.db
     rlab reward grpo-out-trl tests/fixtures/trl_attach/rewards_v2.py --db /tmp/runs.db
@@ -44,7 +44,8 @@ def brief(completions, **kwargs) -> list[float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, required=True, help="model directory")
+    parser.add_argument("--model", type=Path,
+                        help="model directory (default: the tiny policy with random weights, built here)")
     parser.add_argument("--out", type=Path, required=True, help="TRL output_dir")
     parser.add_argument("--db", type=Path, help="the rlab run file (no callback without it)")
     parser.add_argument("--steps", type=int, default=8)
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
         num_completions_to_print=0, save_strategy="no", report_to="none", use_cpu=not args.gpu, bf16=args.gpu,
         seed=0, temperature=1.0, beta=0.0, dataloader_num_workers=0, disable_tqdm=True,
         ddp_timeout=120)  # a lost peer ends a collective within 2 minutes (a pause does not: it beats every second)
-    trainer = GRPOTrainer(model=str(args.model), reward_funcs=[correct, brief], args=config, train_dataset=dataset)
+    model = args.model or _tiny_model(args.out / f"tiny-model-rank{os.environ.get('RANK', '0')}")
+    trainer = GRPOTrainer(model=str(model), reward_funcs=[correct, brief], args=config, train_dataset=dataset)
 
     if args.db is not None:
         from rlab.engine.integrations.trl import RlabCallback
@@ -81,6 +83,20 @@ def main(argv: list[str] | None = None) -> None:
     if args.trace is not None:
         trainer.add_callback(_Trace(args.trace, trainer.accelerator.process_index))
     trainer.train()
+
+
+def _tiny_model(folder: Path) -> Path:
+    """The tiny policy with random weights (seeded: every process builds the same one)."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from rlab.engine.policy.tiny import build_config, build_tokenizer
+
+    torch.manual_seed(0)
+    tokenizer = build_tokenizer()
+    LlamaForCausalLM(build_config(len(tokenizer))).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 def _Trace(folder: Path, rank: int):
