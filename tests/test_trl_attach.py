@@ -395,7 +395,7 @@ def test_a_reward_file_as_version_one_and_a_judge_as_one_more_reward(tmp_path):
     rewards.write_text((FIXTURES / "rewards_v2.py").read_text())
     trainer = fake_trainer([correct, brief])
     replies = [Reply(content=scores_json({"1": 1.0, "2": 0.0, "3": 0.5, "4": 0.25})),
-               Reply(status=400, error="no such model")]
+               Reply(status=500, error="no such model")]
     with ChatCompletionsServer(replies) as server:
         judge = JudgeSettings(model="judge", base_url=server.base_url, use_cache=False, max_retries=0, weight=0.5)
         callback = RlabCallback(tmp_path / "runs.db", trainer=trainer, rewards=rewards, judge=judge)
@@ -406,7 +406,7 @@ def test_a_reward_file_as_version_one_and_a_judge_as_one_more_reward(tmp_path):
         callback.on_train_begin(a.args, a.state, None)
         try:
             train_step(a, texts=("4", "5", "4 apples", "x"))
-            train_step(a)  # the judge server now answers 400: the group is failed, not dropped
+            train_step(a)  # the judge server now answers 500: the group is failed, not dropped
         finally:
             callback.on_train_end(a.args, a.state, None)
     with StoreReader(a.db) as reader:

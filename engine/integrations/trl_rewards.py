@@ -220,9 +220,9 @@ class TrlRewards:
         self._batch = batch
         if gather:
             self.generations += 1
-            errors = batch.results or [None] * n
+            errors = [r.error for r in batch.results] if batch.results is not None else [None] * n
             rows = [{"key": repr(prompts[i]), "example": examples[i], "version": self.version.number,
-                     "rank": self.ranks.index, "error": getattr(errors[i], "error", None)} for i in range(n)]
+                     "rank": self.ranks.index, "error": errors[i]} for i in range(n)]
             gathered = self.ranks.gather(rows)
             training = bool(getattr(getattr(self.trainer, "model", None), "training", True))
             if self.ranks.is_main and training:
