@@ -112,7 +112,8 @@ class GroupStats:
     @classmethod
     def of_record(cls, step: int, group_id: int, group: GroupRecord) -> GroupStats:
         """The watch's view of a group the engine just stored as ``group_id``."""
-        return cls(step, group_id, [t.reward for t in group.trajectories],
+        # an errored trajectory (no reward) counts as 0 here; the run pauses on reward errors anyway
+        return cls(step, group_id, [t.reward if t.reward is not None else 0.0 for t in group.trajectories],
                    [t.completion for t in group.trajectories], [t.judge_score for t in group.trajectories])
 
     @property

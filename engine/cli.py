@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sqlite3
 import sys
 import types
@@ -31,6 +33,7 @@ from pydantic.fields import FieldInfo
 
 if typing.TYPE_CHECKING:
     from rlab.engine.config import RunConfig
+    from rlab.engine.types import Scenario
 
 # RunConfig is imported inside the functions that need it: it pulls in the
 # judge's openai client, which `rlab runs` (this module's error helpers) must
@@ -227,12 +230,18 @@ def check_options(config: RunConfig) -> None:
         _check_model(config, config.model)
     if config.device is not None:
         _check_device(config.device)
+    cpus = len(os.sched_getaffinity(0))
+    if config.threads is not None and config.threads > cpus:
+        raise CliError(f"--threads {config.threads}: this process may use {cpus} CPUs; more threads than CPUs "
+                       f"only contend with each other (and thousands exhaust memory): pass at most {cpus}")
     if config.backend == "vllm":
         _check_vllm(config)
     from rlab.engine.reporting import missing_package
 
     if (missing := missing_package(config.report_to)) is not None:
         raise CliError(missing)
+    if config.resume is None:
+        _check_reward_file(config, scenario)
     available = len(scenario.train_examples(config.seed))
     if config.prompts_per_step > available:
         raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "
@@ -240,6 +249,23 @@ def check_options(config: RunConfig) -> None:
     if config.store:
         check_run_file(config.db, writable=True)
         _check_name_and_resume(config)
+
+
+def _check_reward_file(config: RunConfig, scenario: Scenario) -> None:
+    """The reward file loads (in the user-code child process: a second or so) and
+    has the success function, before any model loads or the run file is touched."""
+    from rlab.engine.rewards.edit.check import validate
+    from rlab.engine.success import SuccessError, SuccessRule
+
+    path = scenario.reward_file
+    result = validate(path.read_text(encoding="utf-8"), [], [], filename=path.name)
+    if not result.ok:
+        where = f" (line {result.lineno})" if result.lineno and f"line {result.lineno}" not in result.message else ""
+        raise CliError(f"reward file {path}{where}: {result.message}")
+    try:
+        SuccessRule.of(scenario, config).check(result.weights, str(path))
+    except SuccessError as err:
+        raise CliError(str(err)) from None
 
 
 def _check_model(config: RunConfig, model_dir: Path) -> None:
@@ -348,13 +374,30 @@ def run_headless(config: RunConfig) -> int:
     stdout and stderr are scrubbed of credentials first (see
     :mod:`store.secrets`), so the engine log the TUI keeps holds no key.
     """
-    from rlab.engine.step import run, summary_line
+    from rlab.engine.step import Terminated, run, summary_line
     from rlab.store.secrets import scrub_streams
 
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated(f"SIGTERM (signal {signum})")
+
     scrub_streams()
+    quiet_libraries()
+    signal.signal(signal.SIGTERM, terminate)  # a kill or a scheduler's stop: record the stop, do not vanish
     summary = run(config)
     print(summary_line(summary))
     return 0
+
+
+def quiet_libraries() -> None:
+    """Keep the run's log for the run: no progress bars of model loading and saving or dataset
+    parsing, no libraries' FutureWarnings about their own next versions (nothing a user of rlab
+    can act on); the lab's own progress and alerts stay."""
+    import warnings
+
+    from transformers.utils import logging as transformers_logging
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    transformers_logging.disable_progress_bar()
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
@@ -366,8 +409,9 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rlab.engine.policy.vllm import VLLMError
     from rlab.engine.rewards.rubric import RubricError
     from rlab.store.db import RunFileError, SchemaVersionError
+    from rlab.store.writer import RunBusyError
 
-    return (CliError, ModelLoadError, RubricError, CheckpointError, VLLMError, RunFileError,
+    return (CliError, ModelLoadError, RubricError, CheckpointError, VLLMError, RunFileError, RunBusyError,
             SchemaVersionError, sqlite3.DatabaseError, OSError, KeyError, ValueError)
 
 
@@ -408,3 +452,11 @@ def guarded(command: typing.Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("rlab: interrupted", file=sys.stderr)
         return 130
+    except BaseException as err:
+        from rlab.engine.step import Terminated
+
+        if not isinstance(err, Terminated):
+            raise
+        print(f"rlab: {err}: the run is stopped; `rlab run --headless --resume NAME` continues it",
+              file=sys.stderr)
+        return 143

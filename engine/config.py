@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,7 +68,8 @@ class RunConfig(BaseModel):
         "table; flags given on the command line override it")
     model: Path | None = Field(None, description="local model directory; None builds the tiny policy")
     db: Path = Field(Path("rlab.db"), description="SQLite run file")
-    name: str | None = Field(None, min_length=1, description="run name, unique in the file; None = generated")
+    name: str | None = Field(None, description="run name, unique in the file (letters, digits, '.', '_', '-'; it "
+                             "names the run's folder under rlab_runs/); None = generated")
     seed: int = Field(0, ge=0, lt=2**63, description="seeds prompt sampling, torch and numpy")
     device: str | None = Field(None, description="torch device; None = cuda when available, else cpu")
     threads: int | None = Field(None, ge=1, description=(
@@ -151,6 +153,15 @@ class RunConfig(BaseModel):
                                     description="module names that get LoRA adapters")
     gradient_checkpointing: bool = Field(False, description="trade compute for activation memory")
     bf16: bool | None = Field(None, description="bf16 autocast; None = on where the GPU supports it")
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, name: str | None) -> str | None:
+        """A run name names a folder under rlab_runs/: no path, nothing hidden."""
+        if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
+            raise ValueError("a run name names its folder under rlab_runs/: use 1-100 letters, digits, '.', "
+                             "'_' or '-', starting with a letter or digit")
+        return name
 
     @field_validator("alerts")
     @classmethod

@@ -31,6 +31,7 @@ from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
 from rlab.engine.policy.vllm import VLLMBackend
 from rlab.engine.policy.vllm_launch import ServeSettings, ServerProcess, find_vllm_python, launch, lora_rank_limit
 from rlab.engine.policy.vllm_pool import VLLMPool, split_urls
+from rlab.engine.rewards.edit.timeline import resume_versions, reward_plan
 from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
@@ -49,8 +50,11 @@ from rlab.store.writer import StoreWriter
 
 
 def run_dir(db: Path, name: str) -> Path:
-    """Per-run files (the editable reward file, checkpoints, adapters) beside the DB."""
-    return db.resolve().parent / "rlab_runs" / name
+    """Per-run files (the editable reward file, checkpoints, adapters) beside the
+    run file: ``rlab_runs/<run file name>/<run name>``, so two run files in one
+    folder never share a run's folder (a run name is unique only in its file)."""
+    db = db.resolve()
+    return db.parent / "rlab_runs" / db.name / name
 
 
 @dataclass
@@ -69,6 +73,9 @@ class Session:
     watch: the run's alerts (``engine.alerts``). recent_groups: the last
     step's last groups, which a reward edit must score cleanly before it is
     applied; step_groups: the last step's groups as the watch sees them.
+    replays: after a resume, the reward edits of the re-run steps,
+    ``(step, version, rubric)``, applied again at the steps they first took
+    over at (``engine.rewards.edit.timeline``).
     """
 
     config: RunConfig
@@ -91,6 +98,7 @@ class Session:
     watch: AlertWatch
     recent_groups: list[GroupRecord] = field(default_factory=list)
     step_groups: list[GroupStats] = field(default_factory=list)
+    replays: list[tuple[int, int, RubricVersion]] = field(default_factory=list)
     server: ServerProcess | None = None
 
     def close_servers(self) -> None:
@@ -212,20 +220,33 @@ def _rollout_servers(config: RunConfig, model_dir: Path, policy: Policy) -> tupl
 def start(config: RunConfig) -> Session:
     """Open a new run (or resume one): model, rubric, store rows, trainer.
 
+    A new run's row is written only once its inputs have loaded (scenario,
+    model, reward file, success function): a start that fails leaves no run
+    behind that ``rlab runs`` or ``rlab watch`` would misread.
+
     Raises:
         rlab.scenarios.UnknownScenarioError, rlab.engine.policy.model.ModelLoadError,
         OSError (unwritable DB path), rlab.engine.rewards.rubric.RubricError,
-        ValueError (inconsistent options).
+        rlab.engine.success.SuccessError, ValueError (inconsistent options).
     """
     scenario = load_scenario(config.scenario, config.task)
-    writer = StoreWriter(config.db, enabled=config.store)
     if config.resume is not None:
-        return _resume(config, writer, config.resume)
+        return _resume(config, StoreWriter(config.db, enabled=config.store), config.resume)
     config = with_scenario_defaults(config, scenario)
     model_dir = resolve_model(config.model) if config.model is not None else ensure_tiny_model(scenario, seed=config.seed)
     config = real_model_defaults(config, model_dir)
     _seed_everything(config.seed)
     parts = _build(config, scenario, model_dir)
+    try:
+        return _open_run(config, scenario, model_dir, parts)
+    except BaseException:
+        if parts.server is not None:
+            parts.server.stop()
+        raise
+
+
+def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: _Parts) -> Session:
+    """The new run's files and store rows, once its reward file and success function check out."""
     name = config.name or f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     files = run_dir(config.db, name)
     files.mkdir(parents=True, exist_ok=True)
@@ -243,6 +264,7 @@ def start(config: RunConfig) -> Session:
                               chat_template=parts.policy.tokenizer.chat_template,
                               reward_source=rubric.source, success=success.label, model_dir=model_dir)
     manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
+    writer = StoreWriter(config.db, enabled=config.store)
     run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)
     parts.with_events(writer, run_id)
     writer.write_reward_version(run_id, 1, rubric.source, rubric.weights)
@@ -268,6 +290,7 @@ def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
     scenario = load_scenario(merged.scenario, merged.task)
     parts = _build(merged, scenario, Path(stored["model_dir"])).with_events(writer, found["id"])
     rng = random.Random(merged.seed)
+    _seed_everything(merged.seed)  # a resume from before the first checkpoint starts as the run did
     first_step = 1
     if info["checkpoint"]:
         resumed = load_checkpoint(info["checkpoint"]["path"], parts.policy.model, parts.trainer.optimizer)
@@ -275,18 +298,19 @@ def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
         first_step = resumed.step + 1
         if parts.vllm is not None:
             parts.vllm.sync_policy(parts.policy.model, resumed.step, run_dir(merged.db, found["name"]) / "adapters")
-    versions = reader.reward_versions(found["id"])
-    latest = versions[-1] if versions else None
     reward_file = Path(stored["reward_file"])
-    # A stored (possibly user-edited) version is never run here: the scoring process loads it.
-    rubric = (RubricVersion(latest["source"], latest["weights"], reward_file.name) if latest
-              else load_rubric(reward_file))
-    version = latest["version"] if latest else 1
+    # Stored (possibly user-edited) versions never run here: the scoring process loads them.
+    versions = {v["version"]: RubricVersion(v["source"], v["weights"], reward_file.name)
+                for v in reader.reward_versions(found["id"])}
+    version, replays = resume_versions(reward_plan(reader.events(found["id"])), first_step - 1)
+    rubric = versions.get(version) or load_rubric(reward_file)
     scoring = ScoringProcess()
-    return Session(merged, scenario, parts.policy, parts.vllm, parts.trainer,
-                   parts.rollout, parts.judge, writer, found["id"], found["name"], reward_file,
-                   ProcessRubric(rubric, scoring), scoring, version, first_step, rng,
-                   SuccessRule.of(scenario, merged), watch_of(merged, rubric.weights), server=parts.server)
+    session = Session(merged, scenario, parts.policy, parts.vllm, parts.trainer,
+                      parts.rollout, parts.judge, writer, found["id"], found["name"], reward_file,
+                      ProcessRubric(rubric, scoring), scoring, version, first_step, rng,
+                      SuccessRule.of(scenario, merged), watch_of(merged, rubric.weights), server=parts.server)
+    session.replays = [(step, v, versions[v]) for step, v in replays if v in versions]
+    return session
 
 
 def reward_scale(weights: dict[str, float]) -> float:

@@ -35,8 +35,17 @@ from rlab.store.control import Controller
 from rlab.store.stepstats import step_stats
 
 
+class Terminated(BaseException):
+    """The engine was asked to end (SIGTERM): the run is stopped, as by ``q`` then ``s``.
+
+    A BaseException, as KeyboardInterrupt is, so that no ``except Exception``
+    on the way swallows it."""
+
+
 def run(config: RunConfig) -> dict:
-    """Start (or resume) a run and train it; a crash marks the run ``failed``.
+    """Start (or resume) a run and train it; a crash marks the run ``failed``,
+    an interrupt (Ctrl-C, SIGTERM: :class:`Terminated`) ``stopped`` with a
+    ``stop`` event.
 
     Returns the summary of :func:`train`. A ``--report-to`` dashboard whose
     package is missing fails before the run starts (``MissingDashboardError``).
@@ -46,10 +55,13 @@ def run(config: RunConfig) -> dict:
     try:
         reporter.open(session.name, config.model_dump(mode="json"))
         return train(session, reporter)
+    except (KeyboardInterrupt, Terminated) as err:
+        session.writer.write_event(session.run_id, "stop", {"reason": str(err) or type(err).__name__})
+        session.writer.set_status(session.run_id, "stopped")
+        raise
     except BaseException as err:
-        status = "stopped" if isinstance(err, KeyboardInterrupt) else "failed"
         session.writer.write_event(session.run_id, "error", {"error": f"{type(err).__name__}: {err}"})
-        session.writer.set_status(session.run_id, status)
+        session.writer.set_status(session.run_id, "failed")
         raise
     finally:
         session.close_servers()
@@ -87,11 +99,14 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     step = session.first_step
     curve: list[list[float | None]] = [[0.0, _value(initial.pass_at_1)]]
     eval_s = 0.0
+    logged = [float("-inf")]  # when the last progress line went to a log
     while not _budget_spent(cfg, step, running()):
         controller.poll(step)
         controller.wait_while_paused(step, lambda: writer.heartbeat(session.run_id, step))
         if controller.stop:
             break
+        if session.replays and session.replays[0][0] == step:
+            replay_reward_edit(session, step)
         if controller.pending_rewards is not None:
             apply_reward_edit(session, controller, step)
         # Linear decay to lr_final_ratio over the budget, as TRL's default
@@ -116,7 +131,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         raise_alerts(session, controller, step, metrics)
         if step % cfg.checkpoint_every == 0:
             checkpoint(session, step)
-        _progress(step, metrics, running(), step - session.first_step + 1)
+        _progress(step, metrics, running(), step - session.first_step + 1, logged)
         controller.end_of_step(step)
         step += 1
     return _finish(session, controller, step - 1, initial, running(), curve, eval_s)
@@ -186,8 +201,8 @@ def _value(pass_at_1: float) -> float | None:
 
 
 def _say(line: str) -> None:
-    """One line for a person watching a headless run (stderr, after the progress line)."""
-    print(f"\nrlab: {line}", file=sys.stderr, flush=True)
+    """One line for a person watching a headless run (stderr; on a terminal, below the progress line)."""
+    print(f"{chr(10) if sys.stderr.isatty() else ''}rlab: {line}", file=sys.stderr, flush=True)
 
 
 def _store_groups(session: Session, controller: Controller, step: int, batch: StepBatch) -> list[int]:
@@ -275,6 +290,17 @@ def apply_reward_edit(session: Session, controller: Controller, step: int) -> No
     session.writer.resolve_command(command_id, "applied")
 
 
+def replay_reward_edit(session: Session, step: int) -> None:
+    """After a resume: switch to the reward version this step first ran with
+    (``Session.replays``), recorded as a replayed ``reward_edit``."""
+    _, version, rubric = session.replays.pop(0)
+    session.use_rubric(rubric)
+    session.watch.reward_scale = reward_scale(rubric.weights)
+    session.reward_version = version
+    session.writer.write_event(session.run_id, "reward_edit", {"version": version, "weights": rubric.weights,
+                                                               "replayed": True}, step=step)
+
+
 def _budget_spent(config: RunConfig, step: int, elapsed_s: float) -> bool:
     if config.max_steps is not None and step > config.max_steps:
         return True
@@ -297,14 +323,32 @@ def budget_fraction(config: RunConfig, step: int, elapsed_s: float) -> float:
     return min(max(parts), 1.0)
 
 
-def _progress(step: int, metrics: dict[str, float], elapsed: float, done: int) -> None:
+#: In a log (not a terminal), a progress line at most this often (seconds), and on every held-out eval.
+LOG_EVERY_S = 10.0
+
+
+def _progress(step: int, metrics: dict[str, float], elapsed: float, done: int,
+              last_logged: list[float] | None = None) -> None:
     """The progress line; ``done`` steps ran in ``elapsed`` seconds (after a
-    resume, counted from the first resumed step, not from step 1)."""
-    shown = f"step {step:5d}  reward {metrics['reward']:.3f}  "
+    resume, counted from the first resumed step, not from step 1). On a
+    terminal it is rewritten in place; in a log (the TUI's engine log, a
+    file, a pipe) it is a whole line, at most every :data:`LOG_EVERY_S`
+    seconds of ``elapsed`` (``last_logged`` holds the last one's) and on
+    every step with a held-out eval, so a log reads line by line."""
+    reward = metrics.get("reward")  # none when every score of the step errored
+    shown = f"step {step:5d}  reward {'n/a' if reward is None else f'{reward:.3f}'}  "
+    if "success_rate" in metrics:
+        shown += f"success {metrics['success_rate']:.3f}  "
     if "eval/pass_at_1" in metrics:
         shown += f"pass@1 {metrics['eval/pass_at_1']:.3f}  "
     shown += f"{done / max(elapsed, 1e-9):.2f} steps/s"
-    print("\r" + shown, end="", file=sys.stderr, flush=True)
+    if sys.stderr.isatty():
+        print("\r" + shown, end="", file=sys.stderr, flush=True)
+        return
+    last_logged = last_logged if last_logged is not None else [float("-inf")]
+    if "eval/pass_at_1" in metrics or elapsed - last_logged[0] >= LOG_EVERY_S:
+        last_logged[0] = elapsed
+        print(shown, file=sys.stderr, flush=True)
 
 
 def _finish(session: Session, controller: Controller, last: int, initial: HeldOut, seconds: float,
@@ -319,7 +363,8 @@ def _finish(session: Session, controller: Controller, last: int, initial: HeldOu
         checkpoint(session, last)
     status = "stopped" if controller.stop else "finished"
     session.writer.set_status(session.run_id, status)
-    print(file=sys.stderr)
+    if sys.stderr.isatty():  # end the rewritten progress line
+        print(file=sys.stderr)
     return {"run_id": session.run_id, "name": session.name, "steps": last - session.first_step + 1,
             "last_step": last, "seconds": round(seconds, 2), "eval_pass_at_1_initial": _value(initial.pass_at_1),
             "eval_pass_at_1_final": final, "status": status, "eval_curve": curve}

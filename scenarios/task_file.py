@@ -10,6 +10,7 @@ folder). Paths are relative to the toml file.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -151,6 +152,7 @@ def _validation_message(err: ValidationError, model: type[BaseModel]) -> str:
 
 def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
     rewards = _existing(base, spec.rewards, "rewards", where)
+    _check_syntax(rewards, where)
     train_path = _existing(base, spec.train, "train", where)
     train = _examples(read_rows(train_path, "train", where), spec, "train", where)
     info: dict[str, Any] = {"train": str(train_path)}
@@ -172,6 +174,23 @@ def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
                         success_threshold=spec.success_threshold)
 
 
+def _check_syntax(path: Path, where: str) -> None:
+    """A reward file that does not parse is named before any data is read
+    (compiling runs none of its code)."""
+    try:
+        compile(path.read_text(encoding="utf-8"), str(path), "exec")
+    except SyntaxError as err:
+        raise TaskError(f"{where}: rewards = {path.name}: line {err.lineno}: SyntaxError: {err.msg}; "
+                        "fix the file and start again") from None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise TaskError(f"{where}: rewards = {path.name} is not Python source text ({err})") from None
+
+
+#: The longest prompt a task row may hold (characters): a 50 MB line made the
+#: tokenizer allocate 5 GB and abort the process before any length check.
+MAX_PROMPT_CHARS = 100_000
+
+
 def _existing(base: Path, relative: str, key: str, where: str) -> Path:
     path = (base / relative).resolve()
     if not path.exists():
@@ -188,6 +207,7 @@ def read_rows(path: Path, key: str, where: str) -> list[dict[str, Any]]:
     """
     import datasets
 
+    datasets.disable_progress_bars()  # a run's log is for the run, not for a parser's progress
     try:
         if path.is_dir():
             data = datasets.load_from_disk(str(path))
@@ -206,8 +226,24 @@ def read_rows(path: Path, key: str, where: str) -> list[dict[str, Any]]:
         return data.to_list()
     except TaskError:
         raise
+    except StopIteration:  # datasets' JSON reader on an empty file
+        raise TaskError(f"{where}: {key} = {path.name} has no rows; add some, or point {key} at another file") from None
     except (FileNotFoundError, ValueError, datasets.exceptions.DatasetGenerationError) as err:
-        raise TaskError(f"{where}: {key} = {path}: cannot read it with datasets: {err}") from None
+        raise TaskError(f"{where}: {key} = {path.name}: {_parse_problem(err, path)}") from None
+
+
+def _parse_problem(err: BaseException, path: Path) -> str:
+    """What the parser said, not datasets' wrapper: "An error occurred while
+    generating the dataset" hides the cause (a JSON error and its row, a CSV
+    quote left open). JSON Lines rows are counted from 0 there: said as lines."""
+    if "corresponds to no data" in str(err):
+        return "it has no rows; add some, or point the key at another file"
+    cause = err.__cause__ or err.__context__ or err
+    text = str(cause).strip() or type(cause).__name__
+    row = re.search(r"\bin row (\d+)", text)
+    if row is not None and path.suffix.lower() == ".jsonl":
+        text = f"line {int(row[1]) + 1}: {text[:row.start()].strip().rstrip('.')}"
+    return f"cannot read it ({text}); fix the file (it is read with the datasets library)"
 
 
 def _examples(rows: list[dict[str, Any]], spec: TaskSpec, key: str, where: str) -> list[dict[str, Any]]:
@@ -233,6 +269,10 @@ def _example(i: int, row: dict[str, Any], spec: TaskSpec, key: str, where: str) 
     if not isinstance(prompt, str) and not _is_messages(prompt):
         raise TaskError(f"{where}: {key} row {i}: {spec.prompt_field!r} must be a string or a list of chat "
                         f"messages {{role, content}}, got {type(prompt).__name__}")
+    size = len(prompt) if isinstance(prompt, str) else sum(len(str(m.get("content", ""))) for m in prompt)
+    if size > MAX_PROMPT_CHARS:
+        raise TaskError(f"{where}: {key} row {i}: the prompt is {size:,} characters; the limit is "
+                        f"{MAX_PROMPT_CHARS:,} (a model's whole context is a few thousand tokens); shorten it")
     answer = row.get(spec.answer_field, "")
     example_id = row.get(spec.id_field, i)  # the row number when there is no id column
     return {**row, "id": example_id, "prompt": prompt, "answer": "" if answer is None else answer}

@@ -76,12 +76,13 @@ def check_run_file(path: str | Path, *, writable: bool) -> None:
 
     A missing file passes when ``writable`` (a run creates it) if its folder
     takes a new file; an existing one must be an SQLite file of a schema this
-    code reads, and not shorter than its header says (a truncated copy).
-    Writes nothing.
+    code reads, not another application's (:func:`refuse_foreign`), and not
+    shorter than its header says (a truncated copy); with ``writable`` its
+    pages must pass ``PRAGMA quick_check``. Writes nothing.
 
     Raises:
-        RunFileError: not an SQLite file, truncated, unreadable, or the
-            folder takes no new file.
+        RunFileError: not an SQLite file, another application's, truncated,
+            damaged, unreadable, or the folder takes no new file.
         SchemaVersionError: the file is newer than this code.
         FileNotFoundError: no file and not ``writable``.
     """
@@ -101,6 +102,11 @@ def check_run_file(path: str | Path, *, writable: bool) -> None:
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            refuse_foreign(conn, path)
+            if writable:  # a run appends to it: damaged pages must stop it now, not mid-run
+                problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+                if problems != ["ok"]:
+                    raise sqlite3.DatabaseError(f"database disk image is malformed ({'; '.join(problems)})")
         finally:
             conn.close()
     except (sqlite3.DatabaseError, OSError) as err:
@@ -131,6 +137,9 @@ def _check_not_truncated(path: Path, header: bytes) -> None:
         if header:
             raise sqlite3.DatabaseError(f"file is truncated ({len(header)} bytes)")
         return
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return  # pages beyond the file's end may be in the write-ahead log (a checkpoint cut short by a full disk)
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
@@ -170,6 +179,7 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
         path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite_utils.Database(connect(path))
     try:
+        refuse_foreign(db, path)
         db.execute("PRAGMA foreign_keys = ON")
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             with db.ensure_autocommit_on():
@@ -184,6 +194,26 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
         db.close()
         raise run_file_error(path, err) from None
     return db
+
+
+def refuse_foreign(db: sqlite_utils.Database | sqlite3.Connection, path: Path) -> None:
+    """Refuse, before anything is written, an SQLite file another application made:
+    schema version 0 with tables, none of them ours (a run file at version 0
+    is empty). Migrating it would add our tables to their file and switch it
+    to WAL.
+
+    Raises:
+        RunFileError: the file holds tables but is no run file.
+    """
+    conn = db.conn if isinstance(db, sqlite_utils.Database) else db
+    if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
+        return
+    tables = [row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    if tables and "runs" not in tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise RunFileError(f"{path} is an SQLite file of another application (tables: {shown}), not a "
+                           "Rollout Lab run file; it was left as it is: pass another --db")
 
 
 def _switch_to_wal(db: sqlite_utils.Database) -> None:

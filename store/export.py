@@ -53,15 +53,17 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
     """Write the run's artifacts into ``out_dir`` (created if needed).
 
     - ``results.jsonl``: one JSON object per trajectory (superseded ones
-      left out), in write order, with the keys of ``RESULT_FIELDS``.
+      left out), in write order, with the keys of ``RESULT_FIELDS`` and
+      ``error`` (why scoring failed, with ``reward`` null; else null).
     - ``summary.json``: the run's kind; ``n``, ``pass_at_1`` and
       ``mean_reward`` (a training run: trajectories, last held-out pass@1,
       mean reward; an eval or select run: its stored summary, with
       ``pass_at_k`` for select); ``success``: what counts as solved (the
       run's declared success function and threshold); per step, the number
       of trajectories, pass rate (fraction solved: ``store.reader.passed_sql``),
-      reward mean and
-      population std; the ``eval/pass_at_1`` series; counts of trajectories
+      reward mean, ``reward_std`` as TRL and the dashboard define it (the
+      mean within-group std the run logged; None if it logged none) and
+      ``reward_std_all`` (the population std over all the step's rewards); the ``eval/pass_at_1`` series; counts of trajectories
       by ``parse_status`` (failure modes).
     - ``manifest.json``: the manifest the engine stored at ``start_run``.
 
@@ -103,16 +105,18 @@ def _write_results(conn: sqlite3.Connection, run_id: int, path: Path,
                 for key in ("components", "details"):
                     record[key] = json.loads(record[key])
                 record["truncated"] = bool(record["truncated"])
+                record["error"] = record["details"].get("error")  # beside a reward of null: no verdict
                 out.write(scrub_text(json.dumps(record, ensure_ascii=False), secrets) + "\n")
     return path
 
 
 def _summary(conn: sqlite3.Connection, run: RunRow, series: list[dict]) -> dict:
     steps = []
+    trl_std = {s["step"]: s.get("reward_std") for s in series}
     for step, count, passed, mean, mean_sq in conn.execute(_PER_STEP_SQL, [run["id"]]):
         steps.append({"step": step, "trajectories": count, "pass_rate": (passed or 0) / count,
-                      "reward_mean": mean,
-                      "reward_std": None if mean is None else math.sqrt(max(mean_sq - mean**2, 0))})
+                      "reward_mean": mean, "reward_std": trl_std.get(step),
+                      "reward_std_all": None if mean is None else math.sqrt(max(mean_sq - mean**2, 0))})
     trajectories = sum(s["trajectories"] for s in steps)
     evals = [{"step": s["step"], "value": s["eval/pass_at_1"]}
              for s in series if s["eval/pass_at_1"] is not None]

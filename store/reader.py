@@ -8,13 +8,14 @@ back decoded; times are Unix seconds; a missing row gives None.
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, cast
 
-from rlab.store.db import SchemaVersionError, connect, open_db
+from rlab.store.db import SchemaVersionError, connect, open_db, process_alive
 from rlab.store.migrations import SCHEMA_VERSION
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, STEP_METRIC_COLUMNS
 from rlab.store.rows import (
@@ -38,6 +39,17 @@ _ROLLOUT_COLUMNS = (
     "t.id, t.run_id, t.step, t.group_id, t.idx, g.example_id, g.prompt, t.completion, "
     "t.reward, t.advantage, t.parse_status, t.completion_tokens, t.truncated, t.judge_score, t.success"
 )
+
+
+def _as_seen(row: dict | None) -> dict | None:
+    """A run row with the status a reader sees: ``crashed`` for a running or paused
+    run of this host whose engine is gone. Opening the file marks such a run
+    (``store.db.mark_crashed_runs``), but a read-only copy, or a file on a full
+    disk, cannot be written: the run would read ``running`` for ever."""
+    if row is not None and row.get("status") in ("running", "paused") and row.get("host") == socket.gethostname() \
+            and (row.get("pid") is None or not process_alive(row["pid"], seen_at=row.get("heartbeat_at"))):
+        return {**row, "status": "crashed"}
+    return row
 
 
 def passed_sql(alias: str = "t") -> str:
@@ -111,7 +123,7 @@ class StoreReader:
         ``final_pass_at_1`` (the last ``eval/pass_at_1`` written, or None),
         ``alerts`` (alert events) and ``last_alert`` (``"kind at step N"`` of
         the newest, or None)."""
-        return cast(list[RunSummaryRow], self._all(
+        return cast(list[RunSummaryRow], [_as_seen(row) for row in self._all(
             "SELECT r.id, r.name, r.kind, r.scenario, r.status, r.pid, r.host, r.created_at, "
             "r.ended_at, r.heartbeat_at, r.last_step, r.reward_file, "
             "(SELECT COUNT(*) FROM steps s WHERE s.run_id = r.id AND s.step > 0) AS steps, "
@@ -120,15 +132,15 @@ class StoreReader:
             "(SELECT COUNT(*) FROM events e WHERE e.run_id = r.id AND e.kind = 'alert') AS alerts, "
             "(SELECT json_extract(e.payload, '$.alert') || ' at step ' || e.step FROM events e "
             " WHERE e.run_id = r.id AND e.kind = 'alert' ORDER BY e.id DESC LIMIT 1) AS last_alert "
-            "FROM runs r ORDER BY r.id", []))
+            "FROM runs r ORDER BY r.id", [])])
 
     def run(self, run_id: int) -> RunRow | None:
         """The run row, ``config`` and ``manifest`` decoded."""
-        return cast(RunRow | None, self._one("SELECT * FROM runs WHERE id = ?", [run_id], _RUN_JSON))
+        return cast(RunRow | None, _as_seen(self._one("SELECT * FROM runs WHERE id = ?", [run_id], _RUN_JSON)))
 
     def run_by_name(self, name: str) -> RunRow | None:
         """The run row called ``name`` (names are unique)."""
-        return cast(RunRow | None, self._one("SELECT * FROM runs WHERE name = ?", [name], _RUN_JSON))
+        return cast(RunRow | None, _as_seen(self._one("SELECT * FROM runs WHERE name = ?", [name], _RUN_JSON)))
 
     def latest_run_id(self) -> int | None:
         """Id of the most recently created run."""
@@ -370,17 +382,22 @@ class StoreReader:
 
     def lowest_rewards(self, run_id: int, limit: int, *, step: int | None = None,
                        failed_only: bool = False) -> list[dict]:
-        """The ``limit`` trajectories with the lowest reward (ties: oldest
-        first), optionally of one ``step`` and only those that did not solve
-        their task (:func:`passed_sql`; errored ones included); rows as in
-        ``rollouts_since``. Errored rewards (NULL) count as lowest."""
+        """The ``limit`` trajectories with the lowest reward, optionally of one
+        ``step`` and only those that did not solve their task (:func:`passed_sql`;
+        errored ones included); rows as in ``rollouts_since``. Errored rewards
+        (NULL) count as lowest. Ties go round the groups (each group's lowest
+        first, then each one's second, ...; oldest first within a round), so
+        five tied zeros are five examples, not five samples of one prompt."""
         where = "".join([" AND t.step = ?" if step is not None else "",
                          f" AND COALESCE({passed_sql()}, 0) = 0" if failed_only else ""])
         params = [run_id] + ([step] if step is not None else []) + [limit]
         return self._all(
-            f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
-            f"WHERE t.run_id = ? AND g.superseded = 0{where} "
-            "ORDER BY t.reward IS NOT NULL, t.reward, t.id LIMIT ?", params)
+            f"SELECT {', '.join(c.split('.')[-1] for c in _ROLLOUT_COLUMNS.split(', '))} FROM ("
+            f"SELECT {_ROLLOUT_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY t.group_id, t.reward "
+            "ORDER BY t.id) AS turn_in_group FROM trajectories t "
+            'JOIN "groups" g ON g.id = t.group_id '
+            f"WHERE t.run_id = ? AND g.superseded = 0{where}) "
+            "ORDER BY reward IS NOT NULL, reward, turn_in_group, id LIMIT ?", params)
 
     def anchor_share_by_step(self, run_id: int) -> list[dict]:
         """Per step of a multi-step run, the share of turns whose anchor group

@@ -20,7 +20,7 @@ RUN_KINDS = ("train", "eval", "select")
 
 EVENT_KINDS = (
     "pause", "resume", "reward_edit", "alert", "error", "eval", "judge_failed", "checkpoint",
-    "server_dropped", "warning",
+    "server_dropped", "warning", "stop",
 )
 """Values of ``events.kind``."""
 
@@ -74,7 +74,8 @@ class TrajectoryRecord:
         messages: the whole conversation, OpenAI-style dicts
             (``{"role": ..., "content": ...}``); must be JSON-serialisable.
         completion: the policy's text (single-turn: the one completion).
-        reward: weighted rubric reward.
+        reward: weighted rubric reward; None when scoring it failed
+            (``details["error"]`` says why): never a 0 that looks like one.
         components: rubric function name -> its unweighted reward.
         details: the scorer's details dict; its ``parse_status`` (top level,
             or the first rubric function's) is also stored in its own column.
@@ -96,7 +97,7 @@ class TrajectoryRecord:
     index: int
     messages: list[dict]
     completion: str
-    reward: float
+    reward: float | None
     components: dict[str, float]
     details: dict
     advantage: float

@@ -133,6 +133,8 @@ def component_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
     by_name: dict[str, list[float]] = {}
     for group in groups:
         for trajectory in group.trajectories:
+            if trajectory.reward is None:  # scoring failed: its components are no verdicts either
+                continue
             for name, value in trajectory.components.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     by_name.setdefault(name, []).append(float(value))
@@ -147,9 +149,10 @@ def component_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
 
 def length_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
     """Completion-length metrics (tokens) and ``num_tokens`` of a step; ``{}``
-    when the step has no trajectories."""
+    when the step has no trajectories, or none has a token count (a run
+    imported from a tool that stored none: plotted as n/a, not as 0)."""
     trajectories = [t for g in groups for t in g.trajectories]
-    if not trajectories:
+    if not any(t.completion_tokens or t.prompt_tokens for t in trajectories):
         return {}
     lengths = np.array([t.completion_tokens for t in trajectories], dtype=np.float64)
     clipped = np.array([t.truncated for t in trajectories], dtype=bool)
@@ -166,12 +169,13 @@ def length_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
 
 def step_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
     """Every metric of the module docstring for one step's groups, plus
-    ``reward_min``/``reward_max``; ``{}`` for a step without trajectories.
+    ``reward_min``/``reward_max``, over the trajectories that were scored
+    (an errored one has no reward); ``{}`` for a step without scored trajectories.
 
     Raises:
         ValueError: a non-finite reward.
     """
-    rewards = [[t.reward for t in g.trajectories] for g in groups if g.trajectories]
+    rewards = [scored for g in groups if (scored := [t.reward for t in g.trajectories if t.reward is not None])]
     if not rewards:
         return {}
     flat = [r for group in rewards for r in group]

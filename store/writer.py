@@ -109,6 +109,10 @@ def _metric(name: str, value: Any) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
+class RunBusyError(RuntimeError):
+    """A run another live engine process owns; the message names the process and the fix."""
+
+
 class StoreWriter:
     """Writes a run into the SQLite file: one transaction per group or step.
 
@@ -197,20 +201,20 @@ class StoreWriter:
 
         Raises:
             KeyError: no run ``run_id`` in the file.
-            RuntimeError: the run's engine process is still alive.
+            RunBusyError: the run's engine process is still alive (checked
+                under the write lock, so of two resumes started at once one
+                takes the run and the other is told so).
         """
-        run = self._run(run_id)
-        if run_owner_alive(run):
-            raise RuntimeError(
-                f"run {run['name']!r} is still running in process {run['pid']}; "
-                "stop it (or kill that process) before resuming"
-            )
-        checkpoint = fetch_dict(self.database.execute(
-            "SELECT step, path FROM checkpoints WHERE run_id = ? ORDER BY step DESC, id DESC "
-            "LIMIT 1", [run_id]))
-        cut = -1 if checkpoint is None else checkpoint["step"]
         now = time.time()
         with write_transaction(self.database):
+            run = self._run(run_id)
+            if run_owner_alive(run):
+                raise RunBusyError(f"run {run['name']!r} is still running in process {run['pid']}; stop it (or "
+                                   "kill that process) before resuming it")
+            checkpoint = fetch_dict(self.database.execute(
+                "SELECT step, path FROM checkpoints WHERE run_id = ? ORDER BY step DESC, id DESC "
+                "LIMIT 1", [run_id]))
+            cut = -1 if checkpoint is None else checkpoint["step"]
             dropped = fetch_dicts(self.database.execute(
                 "SELECT step, metrics FROM steps WHERE run_id = ? AND step > ? ORDER BY step",
                 [run_id, cut]), ("metrics",))

@@ -57,7 +57,8 @@ class ChatCompletionsServer:
         replies: the script, one :class:`Reply` per request.
         reject_response_format: answer 400 (as vLLM/llama.cpp do for an
             unsupported parameter) to any request carrying ``response_format``,
-            without consuming the script.
+            without consuming the script; a :class:`Reply` to answer with
+            instead (another status, a message that names nothing).
 
     Attributes:
         base_url: ``http://127.0.0.1:<port>/v1`` once entered.
@@ -67,7 +68,7 @@ class ChatCompletionsServer:
         client_ports: the client's port per request (equal ports: one kept connection).
     """
 
-    def __init__(self, replies: list[Reply], *, reject_response_format: bool = False) -> None:
+    def __init__(self, replies: list[Reply], *, reject_response_format: bool | Reply = False) -> None:
         if not replies:
             raise ValueError("give the server at least one Reply to script its answers")
         self.replies = list(replies)
@@ -106,6 +107,8 @@ class ChatCompletionsServer:
             self.client_ports.append(port)
             self.headers.append(headers)
             if self.reject_response_format and "response_format" in body:
+                if isinstance(self.reject_response_format, Reply):
+                    return self.reject_response_format
                 return Reply(status=400, error="response_format is not supported by this server")
             return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
 

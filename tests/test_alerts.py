@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, distinct_n, spearman
-from rlab.engine.policy.tiny import EMBEDDED_DIR
+from rlab.engine.policy.tiny import embedded_dir
 from rlab.scenarios import get_scenario
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
@@ -226,7 +226,7 @@ def test_a_rubric_that_pays_for_a_trivial_answer_raises_hack(tmp_path):
     (task / "rewards.py").write_text(TRIVIAL_PAYS)
     (task / "task.toml").write_text('train = "train.jsonl"\neval = "eval.jsonl"\nrewards = "rewards.py"\n'
                                     'success = "exact"\nmax_new_tokens = 6\n')
-    proc = _engine(tmp_path, "--name", "hack", "--task", str(task), "--model", str(EMBEDDED_DIR),
+    proc = _engine(tmp_path, "--name", "hack", "--task", str(task), "--model", str(embedded_dir("arithmetic")),
                    "--prompts-per-step", "16", "--max-steps", "30", "--eval-every", "100", "--alert", "pause_on=")
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err

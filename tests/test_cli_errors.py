@@ -21,6 +21,7 @@ from fixtures.smalldb import build_small_db
 from judge_server import ChatCompletionsServer, Reply, scores_json
 from rlab.engine.cli import add_run_options, config_from_args
 from rlab.engine.config import RunConfig
+from rlab.engine.session import run_dir
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter
 from rlab.tui import cli
@@ -120,6 +121,8 @@ def test_typed_values_become_the_config():
     (["--model", "/nonexistent"], ["model directory /nonexistent not found"]),
     (["--prompts-per-step", "100000"], ["--prompts-per-step 100000", "pass at most"]),
     (["--device", "abacus"], ["--device 'abacus': not a torch device"]),
+    (["--threads", "100000"], ["--threads 100000", "pass at most"]),
+    (["--group-szie", "4"], ["unrecognized argument --group-szie", "did you mean --group-size?", "rlab run --help"]),
 ])
 def test_bad_options_are_refused_before_anything_starts(tmp_path, monkeypatch, capsys, argv, needles):
     """Headless and TUI alike: one line, exit 2, no run file, no TUI, no engine."""
@@ -329,7 +332,7 @@ def test_a_run_keeps_k_checkpoints_and_resumes_from_the_last(tmp_path, raw_tiny_
     steps = [c["step"] for c in kept]
     best = max((s for s in (2, 4, 5) if evals.get(s) is not None), key=lambda s: (evals[s], s))
     assert steps == sorted({4, 5, best})
-    on_disk = sorted(p.name for p in (tmp_path / "rlab_runs" / "disk" / "checkpoints").iterdir())
+    on_disk = sorted(p.name for p in (run_dir(db, "disk") / "checkpoints").iterdir())
     assert on_disk == [f"step-{s:06d}" for s in steps]
     summary = run(config.model_copy(update={"name": None, "resume": "disk", "max_steps": 6}))
     assert summary["steps"] == 1 and summary["last_step"] == 6
@@ -340,3 +343,97 @@ def test_progress_line_counts_steps_per_second_from_the_first_resumed_step(capsy
 
     _progress(52, {"reward": 0.5}, elapsed=2.0, done=2)
     assert capsys.readouterr().err.strip().endswith("1.00 steps/s")
+
+
+# ---- what a newcomer and a fuzzer met (issue 33) ----------------------------------------------
+
+
+def _task(folder: Path, rewards: str) -> Path:
+    folder.mkdir()
+    (folder / "train.jsonl").write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n"
+                                                for i in range(20)))
+    (folder / "rewards.py").write_text(rewards)
+    (folder / "task.toml").write_text('train = "train.jsonl"\nrewards = "rewards.py"\n')
+    return folder
+
+
+@pytest.mark.parametrize("rewards, needles", [
+    ("def correct(example, completion):\n    return 1.0\n\ndef broken(:\n", ["line 4", "SyntaxError"]),
+    ("import no_such_module_here\n\ndef correct(example, completion):\n    return 1.0\n",
+     ["ImportError", "line 1", "no_such_module_here"]),
+])
+def test_a_reward_file_that_does_not_load_fails_the_start_at_once_and_leaves_no_run_file(
+        tmp_path, raw_tiny_model_dir, rewards, needles):
+    task = _task(tmp_path / "task", rewards)
+    for argv in (["run", "--headless"], []):  # headless, and before the TUI opens
+        result = rlab(*argv, "--task", str(task), *tiny(raw_tiny_model_dir, tmp_path / "x.db"), cwd=tmp_path,
+                      timeout=60)
+        assert result.returncode == 2, result.stderr
+        one_error_line(result.stderr, *needles)
+        assert "Generating" not in result.stderr  # no dataset progress bar
+        assert not list(tmp_path.glob("x.db*")) and not (tmp_path / "rlab_runs").exists()
+
+
+def test_a_file_without_runs_is_said_so_by_runs_and_watch(tmp_path):
+    db = tmp_path / "empty.db"
+    StoreWriter(db).close()
+    assert rlab("runs", "--db", str(db), cwd=tmp_path).stdout.strip() == f"no runs in {db}"
+    watched = rlab("watch", "--db", str(db), cwd=tmp_path, timeout=60)
+    assert watched.returncode == 2
+    one_error_line(watched.stderr, "no runs in", "rlab run --db")
+
+
+def test_another_applications_sqlite_file_is_left_untouched(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "app.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE contacts (name TEXT)")
+        conn.execute("INSERT INTO contacts VALUES ('ada')")
+    conn.close()
+    before = files(tmp_path)
+    for argv in (["runs", "--db", str(db)], ["watch", "--db", str(db)], ["run", "--headless", *tiny(raw_tiny_model_dir, db)]):
+        result = rlab(*argv, cwd=tmp_path, timeout=120)
+        assert result.returncode == 2, (argv, result.stderr)
+        one_error_line(result.stderr, "SQLite file of another application (tables: contacts)", "another --db")
+    assert files(tmp_path) == before
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    conn.close()
+
+
+def test_a_run_is_not_appended_to_a_file_with_damaged_pages(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "runs.db"
+    build_small_db(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.close()
+    with db.open("r+b") as handle:  # scribble over a page in the middle; the header stays intact
+        handle.seek(page_size * (pages // 2))
+        handle.write(b"\xff" * page_size)
+    before = files(tmp_path)
+    result = rlab("run", "--headless", *tiny(raw_tiny_model_dir, db), cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    one_error_line(result.stderr, str(db), "malformed")
+    assert files(tmp_path) == before
+
+
+def test_run_names_are_folder_names_and_two_run_files_never_share_a_runs_folder(tmp_path, capsys):
+    assert main("run", "--headless", "--name", "../../x", "--db", str(tmp_path / "a.db")) == 2
+    one_error_line(capsys.readouterr().err, "--name ../../x", "letters, digits")
+    assert run_dir(tmp_path / "a.db", "exp") != run_dir(tmp_path / "b.db", "exp")
+    assert run_dir(tmp_path / "a.db", "exp").parent.parent == tmp_path / "rlab_runs"
+
+
+def test_two_run_files_with_a_run_of_one_name_keep_their_checkpoints_apart(tmp_path, raw_tiny_model_dir):
+    from rlab.engine.step import run
+
+    for db, seed in (("a.db", 1), ("b.db", 2)):
+        config = RunConfig.model_validate({"model": raw_tiny_model_dir, "db": tmp_path / db, "name": "same",
+                                           "seed": seed, "max_steps": 2, "prompts_per_step": 2, "group_size": 2,
+                                           "eval_size": 2, "checkpoint_every": 2})
+        run(config)
+    with StoreReader(tmp_path / "a.db") as a, StoreReader(tmp_path / "b.db") as b:
+        paths = [r.checkpoints(r.run_by_name("same")["id"])[-1]["path"] for r in (a, b)]
+    assert paths[0] != paths[1] and Path(paths[0]).exists() and Path(paths[1]).exists()

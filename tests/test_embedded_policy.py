@@ -1,5 +1,6 @@
-"""The shipped tiny policy (engine/policy/embedded/): intact, packaged, the
-default, quick to load, and a start with room for RL; its build reproduces.
+"""The shipped tiny policies (engine/policy/embedded/<scenario>/): one per
+built-in scenario, intact, packaged, used without building, quick to load,
+and (arithmetic, the default) a start with room for RL; the build reproduces.
 
 The two from-scratch builds are slow (a few minutes each on one core):
 ``python -m pytest -m slow tests/test_embedded_policy.py``.
@@ -19,7 +20,7 @@ import pytest
 
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.model import Policy
-from rlab.engine.policy.tiny import EMBEDDED_DIR, MANIFEST_NAME, shipped_manifest
+from rlab.engine.policy.tiny import MANIFEST_NAME, embedded_dir, scenario_model_key, shipped_manifest
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.play import Rollout
 from rlab.engine.train.build_tiny import file_digests
@@ -28,27 +29,34 @@ from rlab.engine.train.warm_start import ensure_tiny_model
 from rlab.scenarios import builtin_scenarios, get_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
+EMBEDDED_DIR = embedded_dir("arithmetic")
 
 
-def test_shipped_files_match_the_manifest_sha256s():
-    manifest = shipped_manifest()
-    assert manifest is not None, "engine/policy/embedded/MANIFEST.json is missing"
-    assert file_digests(EMBEDDED_DIR) == manifest["files"]
+@pytest.mark.parametrize("name", builtin_scenarios())
+def test_every_built_in_scenario_ships_its_policy_as_it_is_now(name):
+    manifest = shipped_manifest(name)
+    assert manifest is not None, f"engine/policy/embedded/{name}/MANIFEST.json is missing: " \
+        f"python -P -m rlab.engine.train.build_tiny --scenario {name}"
+    assert manifest["key"] == scenario_model_key(get_scenario(name), 0), \
+        f"the shipped {name} policy was built for another recipe: rebuild it (build_tiny --scenario {name})"
+    assert file_digests(embedded_dir(name)) == manifest["files"]
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(manifest["files"])
-    assert (EMBEDDED_DIR / "model.safetensors").stat().st_size < 4_000_000
+    assert (embedded_dir(name) / "model.safetensors").stat().st_size < 4_000_000
 
 
 def test_package_data_globs_cover_every_shipped_file():
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     globs = package_data["rlab.engine.policy"]
-    shipped = [f"embedded/{name}" for name in [*shipped_manifest()["files"], MANIFEST_NAME]]
+    shipped = [f"embedded/{name}/{file}" for name in builtin_scenarios() if shipped_manifest(name)
+               for file in [*shipped_manifest(name)["files"], MANIFEST_NAME]]
     assert all(any(fnmatch.fnmatch(name, g) for g in globs) for name in shipped), (shipped, globs)
 
 
-def test_the_default_run_uses_the_shipped_model_without_building(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", builtin_scenarios())
+def test_a_first_run_of_any_built_in_scenario_builds_nothing(tmp_path, monkeypatch, name):
     monkeypatch.setenv("RLAB_CACHE_DIR", str(tmp_path / "empty-cache"))
-    assert ensure_tiny_model(get_scenario("arithmetic"), seed=0) == EMBEDDED_DIR
-    assert not (tmp_path / "empty-cache").exists(), "nothing may be built for the default run"
+    assert ensure_tiny_model(get_scenario(name), seed=0) == embedded_dir(name)
+    assert not (tmp_path / "empty-cache").exists(), "nothing may be built for a built-in scenario's first run"
 
 
 def test_the_shipped_model_loads_well_under_a_second():
@@ -70,7 +78,7 @@ def test_a_run_starts_between_30_and_55_percent_held_out_pass_at_1():
 _BUILD = """
 import json, sys, torch
 from rlab.engine.train.build_tiny import build
-manifest = build({out!r}, threads={threads})
+manifest = build("arithmetic", {out!r}, threads={threads})
 print(json.dumps(manifest))
 """
 
@@ -100,8 +108,9 @@ def test_a_non_editable_wheel_ships_the_model(tmp_path):
     import zipfile
 
     names = zipfile.ZipFile(next(tmp_path.glob("rollout_lab-*.whl"))).namelist()
-    for name in [*shipped_manifest()["files"], MANIFEST_NAME]:
-        assert f"rlab/engine/policy/embedded/{name}" in names
+    for scenario in builtin_scenarios():
+        for name in [*shipped_manifest(scenario)["files"], MANIFEST_NAME]:
+            assert f"rlab/engine/policy/embedded/{scenario}/{name}" in names
     for scenario in builtin_scenarios():  # found by setuptools, not listed by hand
         assert f"rlab/scenarios/{scenario}/__init__.py" in names
 

@@ -23,6 +23,7 @@ from rlab.engine.step import run
 from rlab.store.control import send_command
 from rlab.store.db import open_db
 from rlab.store.reader import StoreReader
+from rlab.store.writer import StoreWriter
 
 
 def _rlab(*args, cwd, timeout=240, env=None):
@@ -220,3 +221,103 @@ def test_lora_run_with_kl_checkpoints_and_resumes(tmp_path, raw_tiny_model_dir):
     assert resumed["last_step"] == 4 and resumed["steps"] == 2
     kl = [s["kl"] for s in StoreReader(db).step_series(first["run_id"]) if s.get("kl") is not None]
     assert len(kl) == 4 and all(value >= 0 for value in kl)
+
+
+# ---- resumes and ends that leave the run as it was (issue 33) -----------------------------------
+
+
+def _tiny_run(db, model_dir, **kw) -> RunConfig:
+    base = dict(model=model_dir, db=db, name="r", prompts_per_step=4, group_size=4, eval_size=8, eval_every=100,
+                checkpoint_every=2, max_steps=2)
+    return RunConfig.model_validate({**base, **kw})
+
+
+def _versions_by_step(reader, run_id):
+    out: dict[int, set] = {}
+    for step in reader.steps(run_id):
+        for group in reader.groups_of_step(run_id, step):
+            full = reader.group(group["id"])
+            out[step] = out.get(step, set()) | {t["reward_version"] for t in full["trajectories"]}
+    return out
+
+
+def test_re_run_steps_after_a_resume_use_the_reward_version_they_first_ran_with(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "replay.db"
+    run(_tiny_run(db, raw_tiny_model_dir))  # steps 1-2, checkpoint at 2
+    lenient = "def correct(example, completion):\n    return 0.5\n\nWEIGHTS = {'correct': 1.0}\n"
+    with StoreWriter(db) as writer:  # as if version 2 took over at step 4 of a run that then died at 5
+        writer.write_reward_version(1, 2, lenient, {"correct": 1.0})
+        writer.write_event(1, "reward_edit", {"version": 2, "weights": {"correct": 1.0}}, step=4)
+    run(_tiny_run(db, raw_tiny_model_dir, name=None, resume="r", max_steps=6))
+    reader = StoreReader(db)
+    assert _versions_by_step(reader, 1) == {1: {1}, 2: {1}, 3: {1}, 4: {2}, 5: {2}, 6: {2}}
+    [replayed] = [e for e in reader.events(1) if e["kind"] == "reward_edit" and e["payload"].get("replayed")]
+    assert replayed["step"] == 4 and replayed["payload"]["version"] == 2
+
+
+def test_a_version_recorded_for_a_resume_takes_over_at_the_first_resumed_step(tmp_path, raw_tiny_model_dir):
+    from rlab.engine.rewards.edit.submit import submit
+
+    db = tmp_path / "fix.db"
+    run(_tiny_run(db, raw_tiny_model_dir, max_steps=3))  # checkpoints at 2 and 3
+    with StoreWriter(db) as writer:  # a version that made step 3 diverge, say
+        writer.write_reward_version(1, 2, "def correct(example, completion):\n    return 0.0\n\nWEIGHTS = {'correct': 1.0}\n",
+                                    {"correct": 1.0})
+        writer.write_event(1, "reward_edit", {"version": 2, "weights": {"correct": 1.0}}, step=3)
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text("def correct(example, completion):\n    return 1.0\n\nWEIGHTS = {'correct': 1.0}\n")
+    assert submit(db, "r", fixed).status == "for resume"
+    run(_tiny_run(db, raw_tiny_model_dir, name=None, resume="r", max_steps=5))
+    assert _versions_by_step(StoreReader(db), 1) == {1: {1}, 2: {1}, 3: {1}, 4: {3}, 5: {3}}  # 3: as it ran
+
+
+def test_a_resume_from_before_the_first_checkpoint_repeats_the_run(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "seed.db"
+    run(_tiny_run(db, raw_tiny_model_dir, checkpoint_every=1000))
+    with sqlite3.connect(db) as conn:  # as if it died before its first checkpoint
+        first = [r[0] for r in conn.execute("SELECT completion FROM trajectories ORDER BY id")]
+        conn.execute("DELETE FROM checkpoints")
+    conn.close()
+    torch_state_moves_on = run(_tiny_run(db, raw_tiny_model_dir, name="other"))  # noqa: F841 - uses torch's RNG
+    run(_tiny_run(db, raw_tiny_model_dir, name=None, resume="r"))
+    with sqlite3.connect(db) as conn:
+        again = [r[0] for r in conn.execute(
+            'SELECT t.completion FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+            "WHERE t.run_id = 1 AND g.superseded = 0 ORDER BY t.id")]
+    conn.close()
+    assert again == first
+
+
+def test_sigterm_stops_the_run_with_a_stop_event(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "term.db"
+    proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "term")
+    reader = _wait_for_run(db, "term")
+    run_id = reader.run_by_name("term")["id"]
+    _wait(lambda: _last_step(reader, run_id) >= 2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "SIGTERM" in err and "--resume" in err and "Traceback" not in err
+    assert reader.run(run_id)["status"] == "stopped"
+    assert [e["payload"]["reason"] for e in reader.events(run_id) if e["kind"] == "stop"] == ["SIGTERM (signal 15)"]
+
+
+def test_two_resumes_of_one_run_at_once_one_takes_it_the_other_says_so(tmp_path, raw_tiny_model_dir):
+    db = tmp_path / "twice.db"
+    run(_tiny_run(db, raw_tiny_model_dir))
+    args = [sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--db", str(db), "--resume", "r",
+            "--max-steps", "100000"]
+    procs = [subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        _wait(lambda: any(p.poll() is not None for p in procs))
+        loser = next(p for p in procs if p.poll() is not None)
+        winner = next(p for p in procs if p is not loser)
+        err = loser.communicate(timeout=60)[1]
+        assert loser.returncode == 2 and "Traceback" not in err, err
+        assert err.strip().splitlines()[-1].startswith("rlab: error:") and "still running" in err
+        assert winner.poll() is None
+    finally:
+        for p in procs:
+            p.kill()
+            p.communicate()

@@ -256,7 +256,7 @@ def test_eval_of_a_checkpoint_and_of_its_base_model_share_a_room(tmp_path, capsy
     assert code == 0, err
     # An untrained model earns no reward, so its update is zero: alter the
     # checkpoint's weights so that evaluating it visibly loads them.
-    checkpoint = tmp_path / "rlab_runs" / "T" / "checkpoints" / "step-000002" / "model"
+    checkpoint = tmp_path / "rlab_runs" / "r.db" / "T" / "checkpoints" / "step-000002" / "model"
     model = AutoModelForCausalLM.from_pretrained(checkpoint)
     with torch.no_grad():
         model.lm_head.weight.mul_(-1.0)

@@ -158,6 +158,31 @@ async def test_time_out_is_retried(tmp_path):
     assert result.scores == [1.0, 0.0, 0.5] and result.attempts == 2
 
 
+async def test_a_server_that_refuses_structured_output_without_naming_it_still_judges(tmp_path):
+    """Any 400/422 to a structured request: one retry with JSON asked for in the prompt, remembered (issue 33)."""
+    answer = scores_json({"1": 0.9, "2": 0.0, "3": 0.4})
+    refusal = Reply(status=422, error="Unprocessable Entity")
+    with ChatCompletionsServer([Reply(content=answer)], reject_response_format=refusal) as server:
+        async with make_judge(server, tmp_path) as judge:
+            result = await judge.score_group(GROUP)
+            again = await judge.score_group(GROUP)
+    assert result.ok and again.ok and result.scores == pytest.approx([0.9, 0.0, 0.4])
+    assert ["response_format" in r for r in server.requests] == [True, False, False]
+
+
+async def test_the_answer_cache_is_per_server(tmp_path):
+    """Runs against another base URL were scored from the first server's cached answers (issue 33)."""
+    first, second = scores_json({"1": 0.9, "2": 0.0, "3": 0.4}), scores_json({"1": 0.1, "2": 1.0, "3": 0.5})
+    with ChatCompletionsServer([Reply(content=first)]) as one, ChatCompletionsServer([Reply(content=second)]) as two:
+        async with make_judge(one, tmp_path, use_cache=True) as judge:
+            assert (await judge.score_group(GROUP)).scores == pytest.approx([0.9, 0.0, 0.4])
+        async with make_judge(two, tmp_path, use_cache=True) as judge:
+            assert (await judge.score_group(GROUP)).scores == pytest.approx([0.1, 1.0, 0.5])
+        async with make_judge(one, tmp_path, use_cache=True) as judge:  # the first server's answer is cached
+            assert (await judge.score_group(GROUP)).response_mode == "cache"
+    assert (len(one.requests), len(two.requests)) == (1, 1)
+
+
 async def test_empty_scores_list(tmp_path):
     result, server = await judge_once([Reply(content='{"scores": []}')], tmp_path,
                                       max_retries=1)
@@ -274,7 +299,7 @@ async def test_groups_are_scored_concurrently_in_order(tmp_path):
     # each result belongs to its own group's request
     for group, result in zip(groups, results):
         sent = next(b for b in server.requests if b["messages"] == build_messages(group))
-        assert result.request_hash == request_hash({**sent, "rubric": DEFAULT_RUBRIC})
+        assert result.request_hash == request_hash({**sent, "rubric": DEFAULT_RUBRIC, "base_url": server.base_url})
 
 
 def test_call_fields_match_the_store_writer(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 
@@ -58,6 +59,17 @@ def test_apply_sends_the_checked_version_and_reports_it_queued_when_no_engine_an
     assert command["payload"] == {"source": ONE_NUMBER, "weights": {"exact": 1.0}}
 
 
-def test_a_finished_run_takes_no_edit(small, tmp_path):
-    result = _rlab("reward", "gigpo-demo", "good.py", "--db", str(small), cwd=tmp_path)
-    assert result.returncode != 0 and "finished" in result.stderr and "--dry-run" in result.stderr
+def test_a_run_that_is_not_running_records_the_edit_for_its_resume(small, tmp_path):
+    """The way out of a version that made a run fail (issue 33): the fix waits for --resume."""
+    with sqlite3.connect(small) as conn:
+        conn.execute("UPDATE runs SET status = 'failed' WHERE name = 'demo'")
+    conn.close()
+    result = _rlab("reward", "demo", "good.py", "--db", str(small), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "is failed: recorded as reward version 3" in result.stdout and "--resume demo" in result.stdout
+    reader = StoreReader(small)
+    run_id = reader.run_by_name("demo")["id"]
+    assert reader.reward_versions(run_id)[-1]["source"] == ONE_NUMBER
+    [edit] = [e for e in reader.events(run_id) if e["kind"] == "reward_edit" and e["payload"].get("for_resume")]
+    assert edit["payload"]["for_resume"] and edit["payload"]["version"] == 3  # the demo has versions 1 and 2
+    assert not reader.commands(run_id)  # nothing was sent: no engine reads commands for it

@@ -205,3 +205,14 @@ async def test_a_missing_reward_file_starts_from_the_applied_source(tmp_path):
         await save(pilot, screen, PARTIAL)
         assert path.read_text() == PARTIAL
         assert screen.last_report.new_mean == pytest.approx(0.375)
+
+
+def test_the_weights_panel_lists_functions_weights_leaves_out_with_their_style():
+    """A verifiers-style brevity scored at weight 1 was missing from the panel (issue 33)."""
+    from rlab.tui.reward_editor import source_weights
+
+    source = ("def correct(example, completion):\n    return 1.0\n\n"
+              "def brevity(completion, **kwargs):\n    return 1.0\n\n"
+              "def _helper(completion):\n    return 0\n\n"
+              "WEIGHTS = {'correct': 2.0}\n")
+    assert source_weights(source) == {"correct": 2.0, "brevity": 1.0}

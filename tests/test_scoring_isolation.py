@@ -8,10 +8,12 @@ code is contained against a hostile user.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
 
+from rlab.engine.rewards.child import LOG_BUDGET_BYTES
 from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.rubric import ScoreResult, load_rubric
 from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
@@ -89,3 +91,60 @@ def test_pass_at_1_is_never_computed_from_errored_scores():
     pass_rate = SuccessRule().rate
     assert pass_rate([ok, ok]) == 1.0
     assert pass_rate([ok, errored]) != pass_rate([ok, errored])  # nan: no verdict
+
+
+# ---- what reward code prints, and what it spawns (issue 33) --------------------------------------
+
+LOUD = '''
+import os, sys
+def correct(example, completion):
+    sys.stderr.write("x" * 2_000_000 + "\\n")   # 2 MB a call
+    print(dict(os.environ))                     # a reward that prints the environment
+    return 1.0
+
+WEIGHTS = {"correct": 1.0}
+'''
+
+SPAWNS = '''
+import subprocess, sys
+CHILDREN = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"]) for _ in range(20)]
+with open("pids", "w") as handle:
+    handle.write(" ".join(str(c.pid) for c in CHILDREN))
+
+def correct(example, completion):
+    return 1.0
+
+WEIGHTS = {"correct": 1.0}
+'''
+
+
+def test_what_reward_code_prints_reaches_the_log_bounded_and_scrubbed(monkeypatch, capfd):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdefghijklmn")
+    from rlab.store.secrets import scrub_streams
+
+    monkeypatch.setattr("sys.stderr", sys.stderr)  # scrub_streams wraps it; undone after the test
+    scrub_streams()
+    process = ScoringProcess()
+    try:
+        results = ProcessRubric(load_rubric(LOUD), process).score_group([EXAMPLE] * 4, ["5"] * 4)
+        assert [r.reward for r in results] == [1.0] * 4
+        pid = process.pid
+    finally:
+        process.close()
+    assert pid is not None
+    logged = capfd.readouterr().err
+    assert len(logged) < LOG_BUDGET_BYTES + 1000  # 8 MB printed, at most the budget logged
+    assert "more bytes; not logged" in logged
+    assert "sk-test-0123456789abcdefghijklmn" not in logged
+
+
+def test_processes_a_reward_file_spawns_die_with_its_check_and_the_check_returns_at_once(tmp_path):
+    started = time.perf_counter()
+    result = validate(SPAWNS, [EXAMPLE], ["5"])
+    assert result.ok, result.message
+    assert time.perf_counter() - started < 30  # not the 110 s the parent waited on inherited pipes
+    # the children lived in the check's scratch folder, which is gone with it; find them by command line
+    time.sleep(0.5)
+    sleepers = [line for line in os.popen("ps -eo pid,args").read().splitlines() if "time.sleep(300)" in line
+                and "ps -eo" not in line]
+    assert sleepers == [], sleepers

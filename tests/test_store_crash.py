@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlab.store.db import open_db
+from rlab.store.db import check_run_file, open_db
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter
 from test_store_helpers import make_group
@@ -133,3 +133,66 @@ def test_reused_pid_does_not_keep_a_dead_run_alive(tmp_path):
     reader = StoreReader(path)
     assert reader.run(old)["status"] == "crashed"
     assert reader.run(live)["status"] == "running"
+
+
+# ---- a full disk (issue 33) --------------------------------------------------------------------
+
+
+def test_a_checkpoint_that_hits_a_full_disk_is_one_clear_error_and_leaves_no_partial(tmp_path, monkeypatch):
+    import errno
+
+    import torch
+
+    from rlab.engine.train.checkpoint import CheckpointError, save_checkpoint
+
+    model = torch.nn.Linear(2, 2)
+    model.save_pretrained = lambda path, **kw: Path(path).mkdir(parents=True)  # a stand-in for an HF model
+    optimizer = torch.optim.AdamW(model.parameters())
+    save_checkpoint(tmp_path / "step-000001", model, optimizer, 1)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(CheckpointError, match="step 2 .*No space left on device; free disk space"):
+        save_checkpoint(tmp_path / "step-000002", model, optimizer, 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000001"]  # no .partial, the old one kept
+
+
+def test_a_file_whose_last_checkpoint_was_cut_short_is_read_from_its_wal(tmp_path):
+    """The main file shorter than its header says, the rest in the WAL: intact, not "truncated"."""
+    path = tmp_path / "runs.db"
+    with StoreWriter(path) as writer:
+        writer.start_run("r", "arithmetic", {}, {})
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE filler (x BLOB)")
+    conn.execute("INSERT INTO filler VALUES (zeroblob(200000))")
+    conn.commit()
+    header = path.read_bytes()[:100]
+    size = path.stat().st_size
+    patched = bytearray(header)  # the header claims the pages a cut-short checkpoint did not write
+    pages = int.from_bytes(header[28:32], "big") + 50
+    patched[28:32] = pages.to_bytes(4, "big")
+    with path.open("r+b") as handle:
+        handle.write(bytes(patched))
+    assert path.stat().st_size == size and (tmp_path / "runs.db-wal").stat().st_size > 0
+    check_run_file(path, writable=False)  # no "truncated": the WAL holds the rest
+    conn.close()
+
+
+def test_a_dead_engines_run_reads_crashed_where_the_file_cannot_be_written(tmp_path, monkeypatch):
+    path = tmp_path / "runs.db"
+    with StoreWriter(path) as writer:
+        run_id = writer.start_run("gone", "arithmetic", {}, {})
+        writer.db.execute("UPDATE runs SET pid = ? WHERE id = ?", [2**22 + 12345, run_id])  # no such process
+
+    def cannot_write(*args, **kwargs):  # a full disk, or a read-only copy: opening cannot mark the run
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr("rlab.store.reader.open_db", cannot_write)
+    reader = StoreReader(path)
+    assert reader.run(run_id)["status"] == "crashed" and reader.runs()[0]["status"] == "crashed"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchone()[0] == "running"  # the file says otherwise
+    conn.close()

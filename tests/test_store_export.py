@@ -55,8 +55,10 @@ def test_export_round_trip_same_numbers(run_file, tmp_path):
         assert entry["trajectories"] == len(rewards)
         assert entry["pass_rate"] == pytest.approx((entry["step"] + 1) / 4)
         assert entry["reward_mean"] == pytest.approx(mean)
-        assert entry["reward_std"] == pytest.approx(
+        assert entry["reward_std_all"] == pytest.approx(  # "reward_std" is TRL's, as the dashboard shows it
             math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)))
+        logged = {s["step"]: s["reward_std"] for s in StoreReader(path).step_series(run_id)}
+        assert entry["reward_std"] == logged[entry["step"]]
     assert summary["failure_modes"] == {
         "ok": sum(line["reward"] >= 1 for line in lines),
         "wrong": sum(line["reward"] < 1 for line in lines)}
@@ -78,3 +80,38 @@ def test_list_runs_has_the_cli_fields(run_file):
     assert {"id", "name", "scenario", "status", "steps"} <= set(run)
     assert (run["id"], run["name"], run["status"], run["steps"]) == (run_id, "exp", "finished", 2)  # steps 1 and 2
     json.dumps(run)  # the --json output must serialise
+
+
+def test_an_errored_score_is_no_zero_in_the_file_and_in_every_export(tmp_path):
+    """Errored scores were stored and exported as reward 0.0, like real zeros (issue 33)."""
+    from rlab.store.formats import import_path
+    from rlab.store.formats.export import export_as
+    from rlab.store.records import GroupRecord, TrajectoryRecord
+    from rlab.store.stepstats import step_stats
+    from rlab.store.writer import StoreWriter
+
+    error = "correct: KeyError: 'answer' (rewards.py line 3)"
+    scored = TrajectoryRecord(index=0, messages=[{"role": "user", "content": "1+1="}, {"role": "assistant",
+                              "content": "2"}], completion="2", reward=1.0, components={"correct": 1.0},
+                              details={}, advantage=0.0)
+    errored = TrajectoryRecord(index=1, messages=scored.messages, completion="3", reward=None,
+                               components={"correct": 0.0}, details={"error": error}, advantage=0.0)
+    group = GroupRecord(index=0, example_id="e", prompt="1+1=", trajectories=[scored, errored])
+    assert step_stats([group])["reward"] == 1.0 and step_stats([group])["rewards/correct/mean"] == 1.0
+    db = tmp_path / "e.db"
+    with StoreWriter(db) as writer:
+        run_id = writer.start_run("err", "arithmetic", {}, {})
+        writer.write_group(run_id, 1, group)
+        writer.set_status(run_id, "finished")
+    export_run(db, "err", tmp_path / "rlab")
+    rows = [json.loads(line) for line in (tmp_path / "rlab" / "results.jsonl").read_text().splitlines()]
+    assert [(r["reward"], r["error"]) for r in rows] == [(1.0, None), (None, error)]
+    export_as(db, "err", tmp_path / "vf", "verifiers")
+    lines = [json.loads(line) for line in (tmp_path / "vf" / "results.jsonl").read_text().splitlines()]
+    assert [(r["reward"], r.get("error")) for r in lines] == [(1.0, None), (None, error)]
+    assert json.loads((tmp_path / "vf" / "metadata.json").read_text())["avg_reward"] == 1.0
+    imported = import_path(tmp_path / "vf", tmp_path / "back.db", name="back")
+    with StoreReader(tmp_path / "back.db") as reader:
+        group_id = reader.groups_of_step(imported.run_id, reader.steps(imported.run_id)[0])[0]["id"]
+        back = reader.group(group_id)["trajectories"]
+    assert [(t["reward"], t["details"].get("error")) for t in back] == [(1.0, None), (None, error)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import datasets
@@ -91,3 +92,39 @@ def test_missing_prompt_column_and_unknown_format(tmp_path):
         load_task(folder)
     with pytest.raises(TaskError, match="no task.toml there"):
         load_task(tmp_path / "empty.toml")
+
+
+# ---- data files a newcomer or a fuzzer gets wrong (issue 33) ---------------------------------------
+
+
+def _task_with(tmp_path, name: str, text: str):
+    (tmp_path / name).write_text(text)
+    (tmp_path / "rewards.py").write_text("def r(example, completion):\n    return 1.0\n")
+    (tmp_path / "task.toml").write_text(f'train = "{name}"\nrewards = "rewards.py"\n')
+    return tmp_path / "task.toml"
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("train.jsonl", '{"prompt": "a", "answer": "1"}\n{"prompt": "b", "answer": "2"}\n{"prompt": "c" "answer": "3"}\n',
+     "train = train.jsonl: cannot read it (line 3: JSON parse error: Missing a comma"),
+    ("train.csv", 'prompt,answer\n"a,1\n', "train = train.csv: cannot read it (Error tokenizing data. C error: EOF inside string"),
+    ("train.jsonl", "", "train = train.jsonl has no rows"),
+    ("train.csv", "prompt,answer\n", "train = train.csv: it has no rows"),
+])
+def test_a_data_file_that_does_not_parse_is_named_with_the_parsers_reason_and_line(tmp_path, name, text, message):
+    with pytest.raises(TaskError, match=re.escape(message)):
+        load_task(_task_with(tmp_path, name, text))
+
+
+def test_a_prompt_too_long_for_any_model_is_refused_before_the_tokenizer_sees_it(tmp_path):
+    rows = [{"prompt": "1+1=", "answer": "2"}, {"prompt": "x" * 200_000, "answer": "2"}]
+    toml = _task_with(tmp_path, "train.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(TaskError, match=r"train row 1: the prompt is 200,000 characters; the limit is 100,000"):
+        load_task(toml)
+
+
+def test_a_reward_file_that_does_not_parse_is_named_before_the_data_is_read(tmp_path):
+    toml = _task_with(tmp_path, "train.jsonl", "not json at all\n")
+    (tmp_path / "rewards.py").write_text("def r(example, completion:\n    return 1.0\n")
+    with pytest.raises(TaskError, match=r"rewards = rewards.py: line 1: SyntaxError"):
+        load_task(toml)

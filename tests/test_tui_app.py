@@ -217,7 +217,7 @@ async def test_r_lists_runs_and_compares_manifests(db):
         await until(pilot, lambda: table.row_count == 2)
         assert [str(c) for c in table.get_row_at(0)[2:]] == ["demo", "train", "RUNNING", "arithmetic",
                                                             "7", "0.80"]  # training steps 1-7 (step 0 is the eval before training)
-        await pilot.press("up", "m", "down", "c")
+        await pilot.press("up", "x", "down", "c")
         await until(pilot, lambda: isinstance(app.screen, CompareScreen))
         verdict = app.screen.query_one("#verdict", Static)
         await until(pilot, lambda: "differ" in str(verdict.render()))

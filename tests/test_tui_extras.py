@@ -14,6 +14,7 @@ from fixtures.smalldb import build_small_db
 from rlab.store.reader import StoreReader
 from rlab.tui.app import RolloutLabApp
 from rlab.tui.dashboard import DashboardScreen, run_line
+from rlab.tui.dialogs import HelpScreen
 from rlab.tui.engine_log import EngineLogScreen, LogTail, engine_log_path
 from rlab.tui.metrics import MetricsScreen, matches
 from rlab.tui.plots import MetricPlot
@@ -189,3 +190,93 @@ def test_the_header_names_what_pass_at_1_counts_and_shows_the_held_out_reward_be
     assert "pass@1 0.250 (exact_reverse >= 1) · reward 1.180" in line
     declared_none = {**run, "config": {"success": None}}
     assert "pass@1 0.250 (= total reward >= 1)" in run_line(declared_none, 40, 2.0, pass_at_1=0.25)
+
+
+# ---- what a newcomer met on the dashboard (issue 33) ---------------------------------------------
+
+
+async def test_help_scrolls_to_its_last_keys_at_160_by_48(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        box = app.screen.query_one("#help-box")
+        await until(pilot, lambda: box.max_scroll_y > 0)  # the list is longer than the box
+        await pilot.press("end")
+        await until(pilot, lambda: box.scroll_y == box.max_scroll_y)
+
+
+def test_group_rewards_keep_their_second_decimal():
+    from rlab.tui.formatting import fmt
+
+    assert " ".join(fmt(r, ".3g") for r in [0.25, 1.0, 0.125, 1.5]) == "0.25 1 0.125 1.5"
+
+
+def test_an_imported_run_without_token_counts_has_no_lengths_to_plot():
+    from rlab.store.records import GroupRecord, TrajectoryRecord
+    from rlab.store.stepstats import step_stats
+
+    unknown = [TrajectoryRecord(index=i, messages=[], completion="x", reward=1.0, components={}, details={},
+                                advantage=0.0) for i in range(2)]
+    stats = step_stats([GroupRecord(index=0, example_id=0, prompt="p", trajectories=unknown)])
+    assert "completions/mean_length" not in stats and "num_tokens" not in stats  # n/a, not 0
+
+
+def test_the_header_shows_the_final_eval_written_into_a_step_row_it_had_read():
+    """rlab runs said 0.932 while the header kept 0.944: the final eval lands in the last step's row."""
+    import tempfile
+    from pathlib import Path
+
+    from rlab.store.writer import StoreWriter
+    from rlab.tui.feed import RunFeed
+
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "f.db"
+        with StoreWriter(db) as writer:
+            run_id = writer.start_run("f", "arithmetic", {}, {})
+            writer.write_step(run_id, 0, {"eval/pass_at_1": 0.4})
+            writer.write_step(run_id, 25, {"reward": 0.9, "eval/pass_at_1": 0.944})
+            writer.write_step(run_id, 37, {"reward": 0.9})
+            feed = RunFeed(StoreReader(db), run_id)
+            feed.poll()
+            writer.write_step(run_id, 37, {"eval/pass_at_1": 0.932})  # the final eval, after the feed read 37
+            writer.set_status(run_id, "finished")
+        feed.poll()
+        assert feed.series.xy("eval/pass_at_1")[1][-1] == 0.932
+
+
+def test_compare_lists_at_most_n_flips_and_says_how_many_more():
+    from rich.console import Console
+
+    from rlab.tui.reports import comparison_report
+
+    flips = [{"example_id": f"ex-{i}", "direction": "gained", "trajectory_a": i, "reward_a": 0.0,
+              "trajectory_b": 100 + i, "reward_b": 1.0} for i in range(216)]
+    result = {"run_a": {"name": "A"}, "run_b": {"name": "B"}, "comparable": True, "differences": [],
+              "forced": False, "reason": None,
+              "paired": {"n": 500, "pass_at_1_a": 0.4, "pass_at_1_b": 0.6, "difference": 0.2, "mcnemar_p": 0.001,
+                         "gained": 216, "lost": 0, "unpaired": 0, "interval": {"low": 0.1, "high": 0.3},
+                         "flips": flips}}
+    console = Console(width=140, record=True)
+    console.print(comparison_report(result))
+    text = console.export_text()
+    assert "ex-19" in text and "ex-20" not in text and "196 more flipped examples" in text
+
+
+def test_inspect_spreads_tied_lowest_rewards_over_groups(tmp_path):
+    from rlab.engine.evaluation.inspect import worst_trajectories
+    from rlab.store.records import GroupRecord, TrajectoryRecord
+    from rlab.store.writer import StoreWriter
+
+    with StoreWriter(tmp_path / "i.db") as writer:
+        run_id = writer.start_run("i", "arithmetic", {}, {})
+        for g in range(6):
+            trajectories = [TrajectoryRecord(index=j, messages=[], completion=f"{g}-{j}", reward=0.0,
+                                             components={}, details={}, advantage=0.0) for j in range(8)]
+            writer.write_group(run_id, 1, GroupRecord(index=g, example_id=f"ex-{g}", prompt="p",
+                                                      trajectories=trajectories))
+    with StoreReader(tmp_path / "i.db") as reader:
+        _, rows = worst_trajectories(reader, "i", top_k=5)
+    assert sorted(r["example_id"] for r in rows) == ["ex-0", "ex-1", "ex-2", "ex-3", "ex-4"]

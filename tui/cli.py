@@ -91,6 +91,18 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def _unrecognized(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> None:
+    """Exit (status 2) naming the first unknown option, the closest known one, and the command's help."""
+    import difflib
+
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    known = [flag for action in subparsers.choices[command]._actions for flag in action.option_strings]
+    word = next((u for u in unknown if u.startswith("-")), unknown[0]).split("=")[0]
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    parser.exit(2, f"rlab: error: unrecognized argument {word}{hint} (see `rlab {command} --help`)\n")
+
+
 def _with_command(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """``argv`` with ``run`` put first when it names no subcommand (bare
     ``rlab --scenario X`` is ``rlab run --scenario X``); help stays the top's."""
@@ -133,9 +145,12 @@ def _loop_commands(sub) -> None:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     compare.add_argument("--force", action="store_true", help="show the numbers even when manifests differ")
+    compare.add_argument("--flips", type=int, default=20, metavar="N",
+                         help="list at most N flipped examples (%(default)s; 0 lists none; --json and --out keep all)")
     inspect = sub.add_parser("inspect", help="a run's worst (or failing) trajectories")
     inspect.add_argument("run")
-    inspect.add_argument("--only-fails", action="store_true", help="only trajectories below the pass threshold")
+    inspect.add_argument("--only-fails", action="store_true",
+                         help="only trajectories that did not solve the task (its success function)")
     inspect.add_argument("--top-k", type=int, default=10, help="how many (default: %(default)s)")
     inspect.add_argument("--step", type=int, help="only this step")
     for parser in (compare, inspect):
@@ -246,6 +261,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no run file at {args.db}; pass --db PATH (start one with `rlab`)")
     check_run_file(args.db, writable=False)
     reader = StoreReader(args.db)
+    if reader.latest_run_id() is None:
+        raise ValueError(f"no runs in {args.db} yet (a start that failed records none); start one with "
+                         f"`rlab run --db {args.db}`")
     run = reader.run(reader.latest_run_id() or 0) if args.run is None else resolve_run(reader, args.run)
     thresholds = None
     if args.alert:
@@ -285,6 +303,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(runs))
         return 0
+    if not runs:
+        print(f"no runs in {args.db}")
     for r in runs:
         final = r.get("final_pass_at_1")
         shown = "-" if final is None else f"{final:.3f}"
@@ -352,7 +372,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        show(comparison_report(result))
+        show(comparison_report(result, max_flips=args.flips))
     if not comparison.comparable and not args.force:
         fields = ", ".join(d.field for d in comparison.differences)
         print(f"rlab: error: runs {comparison.run_a['name']!r} and {comparison.run_b['name']!r} are not "
@@ -449,7 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     bare = build_parser(run_options=False)
     argv = _with_command(argv, bare)
     parser = build_parser() if argv[0] == RUN else bare
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unrecognized(parser, args.command, unknown)
     args.argv = argv[1:]
     try:
         return COMMANDS[args.command](args)

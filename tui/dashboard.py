@@ -258,7 +258,7 @@ class DashboardScreen(NavScreen):
         table = self.query_one("#groups", DataTable)
         table.clear()
         for g in list(feed.groups)[-GROUP_ROWS:][::-1]:
-            rewards = " ".join(fmt(r, ".1f") for r in g["rewards"])
+            rewards = " ".join(fmt(r, ".3g") for r in g["rewards"])  # 0.25 stays 0.25
             table.add_row(g["step"], g["idx"], clip(g["prompt"], 24), clip(rewards, 32),
                           clip(g["best"], 14), clip(g["worst"], 14), key=str(g["id"]))
 

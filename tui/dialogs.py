@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Markdown
 
@@ -28,13 +28,13 @@ HELP = """\
 | `/` | search trajectory text in this run |
 | `m` | (dashboard) every step metric, filtered by name, with a plot of the highlighted one |
 | `l` | (dashboard) the engine log's tail, followed live |
-| `r` | runs in the file (`enter` watch, `m` mark, `c` compare reward curves and manifests, `p` pin as baseline: its curves dotted on the plots) |
+| `r` | runs in the file (`enter` watch, `x` mark, `c` compare reward curves and manifests, `p` pin as baseline: its curves dotted on the plots) |
 | `e` | edit the reward functions of the run |
 | `u` | undo the last reward edit: back to the previous version (and resume) |
 | `tab` | focus a table (arrows then move inside it, `enter` opens, `escape` leaves) |
 | `enter` | (advantages view, table focused) highlight the row's anchor group |
 | `escape` | back |
-| `?` | this help |
+| `?` | this help (arrows and page keys scroll it) |
 | `q` | quit (asks whether to stop the run or leave it running) |
 
 Plots refresh at most twice a second. Vertical marks: magenta = reward-function
@@ -73,12 +73,14 @@ class QuitScreen(ModalScreen[str]):
 
 
 class HelpScreen(ModalScreen[None]):
-    """The key bindings and what they do."""
+    """The key bindings and what they do, in a box that scrolls (arrows, page keys,
+    home/end, the mouse wheel) when the terminal is shorter than the list."""
 
     BINDINGS = [Binding("escape,question_mark", "app.pop_screen", "Close")]
+    AUTO_FOCUS = "#help-box"
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="help-box"):
+        with VerticalScroll(id="help-box"):
             yield Markdown(HELP)
         yield Footer(compact=True)
 

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rlab.store.reader import StoreReader
-from rlab.store.records import STEP_METRIC_COLUMNS
+from rlab.store.records import STEP_METRIC_COLUMNS, TERMINAL_STATUSES
 from rlab.engine.alerts import Alert, AlertThresholds, AlertWatch, GroupStats
 from rlab.tui.series import StepSeries
 
@@ -37,11 +37,14 @@ class FeedUpdate:
 
     ``groups`` holds the new steps' groups as read (light trajectory rows with
     their completion) until the fold replaces them with dashboard rows
-    (:func:`group_summary`).
+    (:func:`group_summary`). ``final`` is the last step's row read again once
+    the run has ended: the engine writes its final held-out eval into that
+    row after the feed may have read it.
     """
 
     run: dict | None
     steps: list[dict] = field(default_factory=list)
+    final: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     rollouts: list[dict] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)
@@ -120,6 +123,7 @@ class RunFeed:
         self.last_event_id = 0
         self.last_rollout_rowid = 0
         self.run: dict | None = None
+        self.ended = False  # the ended run's last step row was read again (FeedUpdate.final)
         self.lock = threading.Lock()
 
     def poll(self, max_steps: int = 100_000) -> FeedUpdate:
@@ -135,6 +139,9 @@ class RunFeed:
         reader, run_id = self.reader, self.run_id
         update = FeedUpdate(reader.run(run_id))
         update.steps = reader.step_series(run_id, since_step=self.last_step, limit=max_steps)
+        ended = (update.run or {}).get("status") in TERMINAL_STATUSES
+        if ended and not self.ended and not update.steps and self.last_step >= 0:  # rows read before it ended
+            update.final = reader.step_series(run_id, since_step=self.last_step - 1, limit=1)
         update.events = reader.events(run_id, since_id=self.last_event_id)
         update.rollouts = reader.rollouts_since(run_id, self.last_rollout_rowid,
                                                 limit=self.rollouts.maxlen)
@@ -176,6 +183,8 @@ class RunFeed:
             self.last_rollout_rowid = max(self.last_rollout_rowid, ro["id"])
             self.rollouts.append(ro)
         self.series.extend(update.steps)
+        self.series.extend(update.final)  # the same step again: its values replaced
+        self.ended = (update.run or {}).get("status") in TERMINAL_STATUSES
         by_step: dict[int, list[dict]] = {}
         for group in update.groups:
             by_step.setdefault(group["step"], []).append(group)

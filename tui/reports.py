@@ -49,8 +49,9 @@ def loop_report(kind: str, name: str, summary: dict[str, Any], artifacts: dict[s
     return Group(*parts)
 
 
-def comparison_report(result: dict[str, Any]) -> Group:
-    """The locked-room verdict first, then the paired difference, then the flips.
+def comparison_report(result: dict[str, Any], max_flips: int = 20) -> Group:
+    """The locked-room verdict first, then the paired difference, then at most
+    ``max_flips`` flipped examples (and how many more there are).
     ``result`` is ``Comparison.to_json()``."""
     a, b = result["run_a"], result["run_b"]
     parts: list[Any] = []
@@ -84,8 +85,12 @@ def comparison_report(result: dict[str, Any]) -> Group:
     if paired["unpaired"]:
         numbers.add_row("left out", f"{paired['unpaired']} examples measured by one run only")
     parts.append(numbers)
-    if paired["flips"]:
-        parts.append(flips_table(paired["flips"]))
+    flips = paired["flips"]
+    if flips and max_flips > 0:
+        parts.append(flips_table(flips[:max_flips]))
+    if len(flips) > max(max_flips, 0):
+        parts.append(Text(f"{len(flips) - max(max_flips, 0)} more flipped examples: --flips N lists more, "
+                          "--json or --out DIR holds them all", style="dim"))
     return Group(*parts)
 
 

@@ -41,6 +41,15 @@ GroupsProvider = Callable[[int], list[dict[str, Any]]]
 ApplyCallback = Callable[[str, dict[str, float]], None]
 
 
+def source_weights(source: str) -> dict[str, float]:
+    """Every reward function of a file with its weight, read without running it:
+    WEIGHTS' entries, then each public function of a reward signature that
+    WEIGHTS leaves out at 1.0, as the rubric loads it (a verifiers-style
+    ``brevity`` not named in WEIGHTS is still scored)."""
+    named = literal_weights(source) or {}
+    return {**named, **{name: 1.0 for name in styles_in_source(source) if name not in named}}
+
+
 class RewardEditorScreen(Screen):
     """Edit the run's reward file, see the check and the dry run, apply or discard.
 
@@ -134,7 +143,7 @@ class RewardEditorScreen(Screen):
         table = self.query_one("#re-groups", DataTable)
         table.border_title = f"dry run: last {self.k} groups"
         table.add_columns("group", "old mean", "new mean", "tau", "ranking", "best")
-        self._show_weights(literal_weights(self.query_one("#re-source", TextArea).text) or {})
+        self._show_weights(source_weights(self.query_one("#re-source", TextArea).text))
         self.set_interval(POLL_S, self._poll_file)
 
     def _show_weights(self, weights: dict[str, float]) -> None:
@@ -289,7 +298,7 @@ class RewardEditorScreen(Screen):
         self._write(self.applied_source)
         self.query_one("#re-source", TextArea).load_text(self.applied_source)
         self._show_report(None)
-        self._show_weights(literal_weights(self.applied_source) or {})
+        self._show_weights(source_weights(self.applied_source))
         self._status("edit discarded: the file holds the applied version again", "yellow")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

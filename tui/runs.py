@@ -16,12 +16,13 @@ from rlab.tui.formatting import fmt
 class RunsScreen(Screen):
     """The runs in the file: kind, status, scenario, steps, final pass@1.
 
-    ``enter`` watches the highlighted run; ``m`` marks a run; ``c`` compares
-    the marked run with the highlighted one.
+    ``enter`` watches the highlighted run; ``x`` marks a run (``m`` is the
+    dashboard's metrics key); ``c`` compares the marked run with the
+    highlighted one.
     """
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
-                Binding("m", "mark", "Mark"),
+                Binding("x", "mark", "Mark"),
                 Binding("c", "compare", "Compare with mark"),
                 Binding("p", "pin", "Pin baseline")]
     AUTO_FOCUS = "#runs-table"
@@ -34,7 +35,7 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        yield Static("enter: watch · m: mark · c: compare the marked run with this one · "
+        yield Static("enter: watch · x: mark · c: compare the marked run with this one · "
                      "p: pin as the dashboard's baseline (again: unpin)",
                      id="runs-hint")
         yield Footer(compact=True)

@@ -7,10 +7,10 @@ on the scenario's own train split (``engine.train.warm_start``); the result
 is an ordinary Hugging Face model directory (``save_pretrained``), loaded by
 the same code as any ``--model PATH``.
 
-The default run (arithmetic, seed 0) loads the copy shipped as package data
-in ``engine/policy/embedded/`` (written by ``python -P -m
+Every built-in scenario's seed-0 policy ships as package data in
+``engine/policy/embedded/<scenario>/`` (written by ``python -P -m
 rlab.engine.train.build_tiny``), so every machine starts from the same
-weights and nothing is built on first use; other scenarios and seeds are
+weights and nothing is built on first use; other seeds and user tasks are
 built once and cached (:func:`model_key`).
 """
 
@@ -25,10 +25,12 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, PreTrainedTokenizerFast
 
 from rlab.engine.policy.model import Policy
+from rlab.engine.types import Scenario
 
 #: Bump when the recipe changes, so stale cached models are rebuilt.
 RECIPE_VERSION = 2
-#: The shipped model directory and its manifest (file sha256s, recipe, scores).
+#: The shipped models, one folder per built-in scenario, each with its manifest
+#: (file sha256s, recipe, scores): ``embedded/<scenario>/``.
 EMBEDDED_DIR = Path(__file__).with_name("embedded")
 MANIFEST_NAME = "MANIFEST.json"
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -101,20 +103,35 @@ def model_key(scenario_name: str, seed: int, target: float | None, max_steps: in
     return f"{scenario_name}-s{seed}-{hashlib.sha256(raw.encode()).hexdigest()[:10]}"
 
 
-def shipped_manifest() -> dict | None:
-    """The shipped model's manifest (``embedded/MANIFEST.json``), or None if absent."""
-    path = EMBEDDED_DIR / MANIFEST_NAME
+def scenario_model_key(scenario: Scenario, seed: int) -> str:
+    """:func:`model_key` of ``scenario``'s tiny policy for ``seed``: its warm-start
+    target and budget, its system prompt where the warm start trains on it
+    (multi-step scenarios, ``scenarios.imitation``) and its context."""
+    prompt = scenario.system_prompt if scenario.multi_step else None
+    return model_key(scenario.name, seed, scenario.warm_start_target, scenario.warm_start_steps, prompt,
+                     context_tokens(scenario))
+
+
+def embedded_dir(scenario_name: str) -> Path:
+    """The folder of the tiny policy shipped for a built-in scenario (it may not exist)."""
+    return EMBEDDED_DIR / scenario_name
+
+
+def shipped_manifest(scenario_name: str = "arithmetic") -> dict | None:
+    """The manifest of the policy shipped for ``scenario_name``
+    (``embedded/<scenario>/MANIFEST.json``), or None if none is shipped."""
+    path = embedded_dir(scenario_name) / MANIFEST_NAME
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def shipped_model_dir(scenario_name: str, seed: int) -> Path | None:
-    """The shipped model directory when it was built for ``scenario_name`` and
-    ``seed`` with the current recipe, else None."""
-    manifest = shipped_manifest()
-    if manifest is None:
+def shipped_model_dir(scenario: Scenario, seed: int) -> Path | None:
+    """The shipped model directory when it was built for ``scenario`` as it is
+    now (its :func:`scenario_model_key`: name, seed, warm-start settings,
+    prompt, context, recipe version), else None."""
+    manifest = shipped_manifest(scenario.name)
+    if manifest is None or manifest.get("key") != scenario_model_key(scenario, seed):
         return None
-    built_for = (manifest["scenario"], manifest["seed"], manifest["recipe_version"])
-    return EMBEDDED_DIR if built_for == (scenario_name, seed, RECIPE_VERSION) else None
+    return embedded_dir(scenario.name)
 
 
 def save_policy(policy: Policy, path: Path) -> None:

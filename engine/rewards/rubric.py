@@ -42,6 +42,12 @@ from rlab.engine.rewards import signatures
 #: in training.
 DEFAULT_TIMEOUT_S = 10.0
 
+#: The largest reward magnitude a function (or a weighted total) may give. A
+#: finite reward of 1e308 passes isfinite(), then its group's mean and std
+#: overflow to inf and the update turns the weights into NaN; 1e6 is far
+#: above any real reward scale and far below float64's overflow.
+MAX_ABS_REWARD = 1e6
+
 
 class RubricError(ValueError):
     """A reward file that cannot be used as a rubric.
@@ -625,6 +631,11 @@ class Rubric:
         total = 0.0
         for m, r in components.items():
             total += self.weights[m] * r
+        if not abs(total) <= MAX_ABS_REWARD:  # every part in range, the weighted sum is not (or nan)
+            error = (f"the weighted total {total:g} of {', '.join(components)} is beyond +-{MAX_ABS_REWARD:g}: "
+                     "rewards that large overflow the group statistics and the update; lower a weight or a reward")
+            details.update(error=error, error_kind="bad_reward", error_line=None)
+            return ScoreResult(reward=0.0, components=components, details=details, error=error)
         steps = _weighted_steps([(self.weights[m], s) for m, s in with_steps]) if with_steps else None
         return ScoreResult(reward=total, components=components, details=details, step_rewards=steps)
 
@@ -675,6 +686,8 @@ def _bad_number(value: Any) -> str | None:
         return f"a {type(value).__name__}, not a number"
     if not math.isfinite(value):
         return "not finite"
+    if abs(float(value)) > MAX_ABS_REWARD:
+        return f"beyond +-{MAX_ABS_REWARD:g}: rewards that large overflow the group statistics and the update"
     return None
 
 

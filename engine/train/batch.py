@@ -134,7 +134,9 @@ def _trajectory_record(index: int, trajectory: Trajectory, scored: Scored, advan
     gigpo = advantages.gigpo
     return TrajectoryRecord(
         index=index, messages=trajectory.messages, completion=turns[-1].text if turns else "",
-        reward=float(advantages.rewards.reshape(-1)[k]), components=score.components, details=score.details,
+        # an errored score's 0 is no reward: stored as none, its error in the details
+        reward=None if score.error else float(advantages.rewards.reshape(-1)[k]), components=score.components,
+        details=score.details,
         advantage=float(advantages.per_trajectory[k]), prompt_tokens=len(turns[0].prompt_ids) if turns else 0,
         completion_tokens=trajectory.completion_tokens, reward_version=version, truncated=trajectory.truncated,
         success=success.passed(score),

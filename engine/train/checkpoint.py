@@ -53,16 +53,28 @@ def save_checkpoint(
     states). ``rng_state`` must hold only plain Python values and tensors
     (e.g. ``random.Random.getstate()``), so loading needs no pickled code.
     Written to a temporary sibling and renamed, so a crash never leaves a
-    half-written checkpoint under the final name. Returns the directory.
+    half-written checkpoint under the final name; a write that fails (a
+    full disk) removes the sibling. Returns the directory.
+
+    Raises:
+        CheckpointError: the checkpoint could not be written (the message
+            names the folder, the reason and the fix); the previous
+            checkpoints are untouched.
     """
     directory = Path(directory)
     partial = directory.with_name(directory.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    weights_dir = partial / (ADAPTER_DIR if is_lora(model) else MODEL_DIR)
-    model.save_pretrained(weights_dir, safe_serialization=True)
-    torch.save(optimizer.state_dict(), partial / OPTIMIZER_FILE)
-    torch.save({"step": step, "rng_state": rng_state, "global_rng": _global_rng()}, partial / STATE_FILE)
+    try:
+        partial.mkdir(parents=True)
+        weights_dir = partial / (ADAPTER_DIR if is_lora(model) else MODEL_DIR)
+        model.save_pretrained(weights_dir, safe_serialization=True)
+        torch.save(optimizer.state_dict(), partial / OPTIMIZER_FILE)
+        torch.save({"step": step, "rng_state": rng_state, "global_rng": _global_rng()}, partial / STATE_FILE)
+    except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError
+        shutil.rmtree(partial, ignore_errors=True)
+        raise CheckpointError(f"cannot write the checkpoint of step {step} to {directory.parent}: "
+                              f"{getattr(err, 'strerror', None) or err}; free disk space there (or pass "
+                              "--keep-checkpoints 1), then resume with --resume") from None
     shutil.rmtree(directory, ignore_errors=True)
     partial.rename(directory)
     return directory

@@ -159,8 +159,9 @@ class Trainer:
     def update(self, samples: list[TrainSample]) -> dict[str, float]:
         """One update of the policy on ``samples``; return TRL-named metrics.
 
-        Returns a dict with ``loss``, ``kl`` (mean k3 over trained tokens; 0
-        without a reference), ``clip_ratio`` (fraction of trained tokens whose
+        Returns a dict with ``loss``, ``kl`` (mean k3 over trained tokens; NaN,
+        i.e. not logged, with beta 0: there is no reference, as TRL logs no
+        kl then), ``clip_ratio`` (fraction of trained tokens whose
         ratio was clipped in the direction of the advantage), ``entropy``
         (mean token entropy of the policy, nats), ``grad_norm`` (before
         clipping) and ``trained_samples``. With nothing to train (every
@@ -192,6 +193,8 @@ class Trainer:
         self.optimizer.step()
         metrics = {key: value / float(n_tokens) for key, value in totals.items()}
         metrics["loss"] = totals["loss"] / float(loss_tokens)
+        if self.config.beta == 0:
+            metrics["kl"] = float("nan")  # no reference model: a flat 0 would be a measurement it is not
         return {**metrics, "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
                 "trained_samples": len(active)}
 

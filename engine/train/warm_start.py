@@ -22,8 +22,8 @@ from transformers import LlamaForCausalLM
 
 from rlab.engine.paths import cache_root
 from rlab.engine.policy.model import ModelLoadError, Policy
-from rlab.engine.policy.tiny import (build_config, build_tokenizer, context_tokens, model_key, save_policy,
-                                     shipped_model_dir)
+from rlab.engine.policy.tiny import (build_config, build_tokenizer, context_tokens, save_policy,
+                                     scenario_model_key, shipped_model_dir)
 from rlab.engine.config import RunConfig
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rollout.play import Rollout
@@ -48,19 +48,14 @@ def ensure_tiny_model(scenario: Scenario, *, seed: int = 0) -> Path:
     Raises:
         WarmStartError: the probe target was not reached within the budget.
     """
-    shipped = shipped_model_dir(scenario.name, seed)
+    shipped = shipped_model_dir(scenario, seed)
     if shipped is not None:
         return shipped
-    target = scenario.warm_start_target
-    max_steps = scenario.warm_start_steps
-    # Multi-step warm starts see the run's system prompt in every context
-    # (scenarios.imitation), so a changed prompt needs a new build.
-    prompt = scenario.system_prompt if scenario.multi_step else None
-    path = cache_root() / "models" / model_key(scenario.name, seed, target, max_steps, prompt,
-                                               context_tokens(scenario))
+    path = cache_root() / "models" / scenario_model_key(scenario, seed)
     if (path / "config.json").is_file():
         return path
-    policy = warm_start(scenario, seed=seed, target=target, max_steps=max_steps).policy
+    policy = warm_start(scenario, seed=seed, target=scenario.warm_start_target,
+                        max_steps=scenario.warm_start_steps).policy
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
     save_policy(policy, partial)
     try:

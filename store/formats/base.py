@@ -212,12 +212,14 @@ def judge_ranks(trajectories: Sequence[TrajectoryRecord]) -> None:
 def place_in_group(trajectories: Sequence[TrajectoryRecord], *, advantages: bool = True) -> None:
     """Set each trajectory's ``index`` (its position) and, for tools that
     store no advantages, the GRPO advantage within the group
-    (:func:`rlab.store.stepstats.grpo_advantages`)."""
-    values = grpo_advantages([t.reward for t in trajectories]).tolist() if advantages else None
+    (:func:`rlab.store.stepstats.grpo_advantages`) over the scored ones (an
+    errored trajectory, reward None, gets 0)."""
+    rewards = [t.reward for t in trajectories if t.reward is not None]
+    computed = iter(grpo_advantages(rewards).tolist() if advantages and rewards else [])
     for position, trajectory in enumerate(trajectories):
         trajectory.index = position
-        if values is not None:
-            trajectory.advantage = values[position]
+        if advantages:
+            trajectory.advantage = next(computed) if trajectory.reward is not None else 0.0
 
 
 def step_of(pattern: re.Pattern[str], path: Path) -> int:

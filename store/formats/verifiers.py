@@ -79,7 +79,8 @@ def _trajectory(path: Path, line: int, record: dict) -> TrajectoryRecord:
         completion = _messages(record.get("completion"), "assistant")
     except ValueError as error:
         raise FormatError(path, where, str(error)) from error
-    reward = number(require(record, "reward", path, where), path, f"{where}, field 'reward'")
+    errored = record.get("reward") is None and bool(record.get("error"))  # scoring failed: no reward
+    reward = None if errored else number(require(record, "reward", path, where), path, f"{where}, field 'reward'")
     metrics = record.get("metrics")
     if metrics is not None and not isinstance(metrics, dict):
         raise FormatError(path, f"{where}, field 'metrics'", "expected an object of numbers")
@@ -92,7 +93,7 @@ def _trajectory(path: Path, line: int, record: dict) -> TrajectoryRecord:
         index=0, messages=prompt + completion,
         completion=(record["completion"] if isinstance(record.get("completion"), str)
                     else last_assistant_text(completion)),
-        reward=finite_or_zero(reward),
+        reward=None if reward is None else finite_or_zero(reward),
         components={k: v for k, v in components.items() if math.isfinite(v)},
         details=details, advantage=0.0,
         prompt_tokens=int(usage.get("input_tokens") or 0),
@@ -161,7 +162,9 @@ def write(run: Mapping[str, Any], steps: list[ImportedStep], out_dir: Path) -> d
             for t in group.trajectories:
                 split = next((i for i, m in enumerate(t.messages) if m.get("role") == "assistant"),
                              len(t.messages))
-                rewards.append(t.reward)
+                if t.reward is not None:
+                    rewards.append(t.reward)
+                error = {"error": t.details["error"]} if t.details.get("error") else {}
                 out.write(json.dumps({
                     "example_id": example_id, "prompt": t.messages[:split],
                     "completion": t.messages[split:], "answer": (group.example or {}).get("answer", ""),
@@ -169,7 +172,7 @@ def write(run: Mapping[str, Any], steps: list[ImportedStep], out_dir: Path) -> d
                     "reward": t.reward, "metrics": t.components, "is_completed": True,
                     "is_truncated": t.truncated,
                     "token_usage": {"input_tokens": t.prompt_tokens,
-                                    "output_tokens": t.completion_tokens}},
+                                    "output_tokens": t.completion_tokens}, **error},
                     ensure_ascii=False) + "\n")
     metadata = out_dir / METADATA
     metadata.write_text(json.dumps({

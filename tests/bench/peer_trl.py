@@ -46,7 +46,7 @@ from transformers import TrainerCallback  # noqa: E402
 
 from rlab.engine.config import LossTokens, RunConfig  # noqa: E402
 from rlab.engine.policy.model import Policy  # noqa: E402
-from rlab.engine.policy.tiny import EMBEDDED_DIR  # noqa: E402
+from rlab.engine.policy.tiny import embedded_dir  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
 from rlab.engine.rollout.play import Rollout  # noqa: E402
 from rlab.engine.success import SuccessRule  # noqa: E402
@@ -94,7 +94,7 @@ def run_trl(config: RunConfig, held_out: HeldOut, out_dir: Path) -> dict:
 
     scenario = get_scenario(config.scenario)
     rubric = load_rubric(scenario.reward_file)
-    policy = Policy.load(EMBEDDED_DIR, "cpu")
+    policy = Policy.load(embedded_dir("arithmetic"), "cpu")
     # The tiny chat template renders a user message as its content alone, so
     # plain-text prompts give TRL exactly the token ids rlab samples from.
     train = Dataset.from_list([{"prompt": ex["prompt"], "answer": ex["answer"], "id": ex["id"]}

@@ -106,7 +106,7 @@ def play(workdir: Path, threshold: float, within: int) -> dict:
     paused_at = query(db, "SELECT step FROM events WHERE kind = 'pause' ORDER BY id DESC LIMIT 1")[0][0]
     keys("e")
     wait("the reward editor", lambda: "Apply" in screen(), 60)
-    shutil.copyfile(SCENARIO.fixed_reward_file, workdir / "rlab_runs" / RUN / "rewards.py")
+    shutil.copyfile(SCENARIO.fixed_reward_file, workdir / "rlab_runs" / db.name / RUN / "rewards.py")
     dry_run = wait("the dry run", lambda: s if "mean reward  old" in (s := screen()) else None, 120)
     keys("C-o")
     wait("applied", lambda: "✓ applied" in screen(), 30)

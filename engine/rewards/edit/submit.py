@@ -21,9 +21,12 @@ from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, check_edit
 from rlab.engine.rewards.edit.compare import DryRunReport
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected
 from rlab.engine.rewards.edit.stored import recent_groups
+from rlab.engine.success import SuccessError, SuccessRule
 from rlab.store.control import send_command
+from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
+from rlab.store.writer import StoreWriter
 
 #: Run states in which the engine reads commands.
 LIVE = ("running", "paused")
@@ -34,8 +37,10 @@ class Submitted:
     """What ``rlab reward`` did: the printed dry run, and the command's fate.
 
     ``status`` is ``"dry-run"``, ``"applied"`` (the engine switched to
-    ``version``) or ``"queued"`` (the run is paused, or the engine did not
-    answer within the wait; it applies the edit at its next step).
+    ``version``), ``"queued"`` (the run is paused, or the engine did not
+    answer within the wait; it applies the edit at its next step) or
+    ``"for resume"`` (the run is not running: the version is recorded and
+    ``--resume`` trains with it from the step after the last checkpoint).
     """
 
     text: str
@@ -76,18 +81,14 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
     Raises:
         FileNotFoundError: no run file at ``db``, or no ``file``.
         KeyError: no such run.
-        EditRejected: the check failed, the run is not running or paused
-            (without ``dry_run``), or the engine rejected the edit; the
-            message says why.
+        EditRejected: the check failed, the edit drops the run's success
+            function, or the engine rejected the edit; the message says why.
     """
     if not Path(db).is_file():
         raise FileNotFoundError(f"no run file at {db}; pass --db PATH")
     source = Path(file).read_text(encoding="utf-8")
     reader = StoreReader(db)
     row = resolve_run(reader, run)
-    if not dry_run and row["status"] not in LIVE:
-        raise EditRejected(f"run {row['name']} is {row['status']}; a reward edit applies only to a running "
-                           "or paused run (see it with --dry-run)")
     versions = reader.reward_versions(row["id"])
     applied = versions[-1]["source"] if versions else None
     groups = recent_groups(reader, row["id"], k)
@@ -95,17 +96,49 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
     result, report = check_edit(applied, source, groups, timeout_s, filename=filename)
     if not result.ok:
         raise EditRejected(f"{file} not applied: {result.message}")
+    config = row.get("config") or {}
+    try:
+        SuccessRule(config.get("success"), config.get("success_threshold", DEFAULT_SUCCESS_THRESHOLD)).check(
+            result.weights, str(file))
+    except SuccessError as err:
+        raise EditRejected(f"{file} not applied: {err}") from None
     text = f"{result.message}\n{dry_run_text(report, groups)}"
     if dry_run:
         return Submitted(text, "dry-run")
+    if row["status"] not in LIVE:
+        return _for_resume(db, reader, row, source, result.weights, text)
     command_id = send_command(db, row["id"], "set_rewards", {"source": source, "weights": result.weights})
     return _await(reader, row, command_id, text, wait_s)
 
 
+def _for_resume(db: Path, reader: StoreReader, row: RunRow, source: str, weights: dict[str, float],
+                text: str) -> Submitted:
+    """Record the version for a run that is not running: ``--resume`` trains with it from the
+    step after the last checkpoint (``engine.rewards.edit.timeline``), the way out of a version
+    that made the run fail."""
+    checkpoints = reader.checkpoints(row["id"])
+    step = (checkpoints[-1]["step"] if checkpoints else 0) + 1
+    version = max((v["version"] for v in reader.reward_versions(row["id"])), default=1) + 1
+    with StoreWriter(db) as writer:
+        sha = writer.write_reward_version(row["id"], version, source, weights)
+        writer.write_event(row["id"], "reward_edit", {"version": version, "sha256": sha, "weights": weights,
+                                                      "for_resume": True}, step=step)
+    return Submitted(f"{text}\nrun {row['name']} is {row['status']}: recorded as reward version {version}; "
+                     f"`rlab run --headless --resume {row['name']}` trains with it from step {step}",
+                     "for resume", version=version)
+
+
+#: How long (seconds) to wait on a paused run: an engine that applies edits while
+#: paused (a TRL run's attachment) answers within it; ours answers at its next step.
+PAUSED_WAIT_S = 3.0
+
+
 def _await(reader: StoreReader, row: RunRow, command_id: int, text: str, wait_s: float) -> Submitted:
-    """Wait for the engine to resolve the command (not while the run is paused)."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and _status(reader, row["id"]) == "running":
+    """Wait for the engine to resolve the command: up to ``wait_s`` seconds while the
+    run is running, :data:`PAUSED_WAIT_S` while it is paused."""
+    start = time.monotonic()
+    while (status := _status(reader, row["id"])) in LIVE and time.monotonic() - start < (
+            wait_s if status == "running" else min(wait_s, PAUSED_WAIT_S)):
         command = next(c for c in reader.commands(row["id"]) if c["id"] == command_id)
         if command["status"] == "rejected":
             raise EditRejected(f"the engine rejected the edit: {command['message']}")

@@ -381,9 +381,11 @@ def parse_answer(text: str | None, ids: Sequence[str]) -> tuple[list[float], lis
 
 
 def _refuses_response_format(exc: openai.APIStatusError) -> bool:
-    # vLLM, llama.cpp and older servers answer 400/422 naming the parameter.
-    text = f"{exc.message} {exc.body}".lower()
-    return exc.status_code in (400, 422) and ("response_format" in text or "json_schema" in text)
+    # vLLM, llama.cpp and older servers answer 400/422, most naming the parameter,
+    # some not ("Bad Request"): any 400/422 to a structured request earns one
+    # retry asking for JSON in the prompt (a request that is bad for another
+    # reason then fails again, without response_format, and is reported).
+    return exc.status_code in (400, 422)
 
 
 def _is_transient(exc: Exception) -> bool:
@@ -690,7 +692,8 @@ class RulerJudge:
         failures = 0
         while True:
             request = self._request(trajectories)
-            tally.key = request_hash({**request, "rubric": self.rubric})
+            # the server is part of the answer: another server's (or model's) cached verdict is not this one's
+            tally.key = request_hash({**request, "rubric": self.rubric, "base_url": self.base_url})
             tally.mode = "json_schema" if "response_format" in request else "prompt"
             if (hit := self._from_cache(tally.key)) is not None:
                 tally.mode = "cache"
