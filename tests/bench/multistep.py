@@ -206,58 +206,87 @@ def speed(args: argparse.Namespace) -> dict:
             "step_speedup": round(step["turn"] / step["episode"], 2)}
 
 
-def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: Path) -> dict:
-    """One headless run; its summary and the held-out curve read back from the run file."""
+def _settings(method: str, args: argparse.Namespace) -> dict:
+    """The learning rate (and GiGPO's omega) a method runs at: the sweep's choice
+    when ``--settings`` names a sweep's JSON, else ``--lr`` and ``--omega``."""
+    chosen = args.chosen.get(method, {}) if getattr(args, "chosen", None) else {}
+    return {"lr": chosen.get("lr", args.lr), "omega": chosen.get("omega", args.omega) if method == "gigpo" else None}
+
+
+def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: Path,
+            lr: float | None = None, omega: float | None = None, tag: str = "") -> dict:
+    """One headless run; its summary and the held-out curve read back from the run file.
+
+    ``lr`` / ``omega`` default to :func:`_settings`; ``tag`` names a sweep's runs."""
+    chosen = _settings(method, args)
+    lr = chosen["lr"] if lr is None else lr
+    omega = (chosen["omega"] if omega is None else omega) if method == "gigpo" else None
     label = "gigpo_std" if method == "gigpo" and args.gigpo_mode == "mean_std_norm" else method
     label += "-all_tokens" if args.loss_tokens == "all" else ""
-    name = f"{args.scenario}-{label}-s{seed}"
+    name = f"{args.scenario}-{label}{tag}-s{seed}"
     cmd = [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario", args.scenario,
            "--model", str(model), "--advantage", method, "--seed", str(seed), "--max-steps", str(args.max_steps),
            "--eval-every", str(args.eval_every), "--prompts-per-step", str(args.prompts_per_step),
-           "--group-size", str(args.group_size), "--lr", str(args.lr), "--lr-warmup-steps", str(args.warmup),
+           "--group-size", str(args.group_size), "--lr", str(lr), "--lr-warmup-steps", str(args.warmup),
            "--gigpo-mode", args.gigpo_mode, "--loss-tokens", args.loss_tokens, "--db", str(db), "--name", name]
+    cmd += ["--omega", str(omega)] if omega is not None else []
+    cmd += ["--eval-size", str(args.eval_size)] if args.eval_size else []
     if args.max_seconds:
         cmd += ["--max-seconds", str(args.max_seconds)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     t0 = time.perf_counter()
-    done = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True, env=env, cwd=db.parent)
+    done = subprocess.run(["nice", "-n", str(args.nice), *cmd], capture_output=True, text=True, env=env,
+                          cwd=db.parent)
     if done.returncode != 0:
         raise RuntimeError(f"{name} failed: {done.stderr[-2000:]}")
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     reader = StoreReader(db)
     rows = reader.step_metrics(summary["run_id"])
     curve = [[r["step"], r["eval/pass_at_1"]] for r in rows if r.get("eval/pass_at_1") is not None]
+    sampled = [r["success_rate"] for r in rows if r.get("success_rate") is not None]
     return {
-        "name": name, "method": method, "seed": seed, "wall_seconds": round(time.perf_counter() - t0, 1),
+        "name": name, "method": method, "seed": seed, "lr": lr, "omega": omega,
+        "wall_seconds": round(time.perf_counter() - t0, 1),
         "train_seconds": summary["seconds"], "steps": summary["steps"],
         "success_initial": summary["eval_pass_at_1_initial"], "success_final": summary["eval_pass_at_1_final"],
         "eval_curve": curve,
         "first_step_all_solved": next((step for step, success in curve if success == 1.0), None),
+        # the first eval at or above the stated level: how soon the held-out walk is good enough
+        "steps_to_level": next((step for step, success in curve if success >= args.success_level), None),
         # the area under the held-out curve: how much of the run the policy was good, not its last eval only
         "success_mean_over_evals": _mean([success for _, success in curve[1:]]),
-        "sampled_success": [round(r["episodes/success"], 3) for r in rows if "episodes/success" in r],
+        # training levels only, sampled at the run's temperature: what a sweep may choose by
+        "sampled_success": [round(v, 3) for v in sampled],
+        "train_success_tail": _mean(sampled[-args.tail:]),
+        # groups whose rewards all tie carry no episode-level signal (GRPO's advantage is 0 there)
+        "zero_spread_share": _mean([r["frac_reward_zero_std"] for r in rows if r.get("frac_reward_zero_std")
+                                    is not None]),
+        # turns whose anchor group (identical rendered state in the group) has more than one member
         "anchor_shared_frac_mean": _mean([r["gigpo/anchor_shared_frac"] for r in rows
                                           if "gigpo/anchor_shared_frac" in r]),
-        "late_walks": late_walks(reader, summary["run_id"], summary["steps"], args.tail),
+        "late_walks": late_walks(reader, summary["run_id"], summary["steps"], args.tail,
+                                 get_scenario(args.scenario).success or "reached"),
     }
 
 
-def late_walks(reader: StoreReader, run_id: int, last_step: int, tail: int) -> dict:
-    """The sampled walks of the last ``tail`` steps: success rate, and of the
-    walks that reached the goal the mean moves beyond the shortest walk and
-    the share that were shortest (the maze rubric's ``excess_moves``)."""
+def late_walks(reader: StoreReader, run_id: int, last_step: int, tail: int, success: str = "reached") -> dict:
+    """The sampled walks of the last ``tail`` steps: success rate (the success
+    function's ``parse_status`` "ok"), and of the walks that succeeded, where the
+    rubric says so (the maze's ``excess_moves``), the mean moves beyond the
+    shortest walk and the share that were shortest."""
     excess: list[int] = []
-    walks = 0
+    walks = solved = 0
     for step in range(last_step - tail + 1, last_step + 1):
         for row in reader.groups_of_step(run_id, step):
             group = reader.group(row["id"])
             assert group is not None
             for trajectory in group["trajectories"]:
                 walks += 1
-                details = trajectory["details"].get("reached", {})
+                details = trajectory["details"].get(success, {})
+                solved += details.get("parse_status") == "ok"
                 if "excess_moves" in details:
                     excess.append(details["excess_moves"])
-    return {"steps": tail, "walks": walks, "success": round(len(excess) / walks, 3) if walks else None,
+    return {"steps": tail, "walks": walks, "success": round(solved / walks, 3) if walks else None,
             "excess_moves_mean": _mean(excess),
             "shortest_share": round(sum(e == 0 for e in excess) / len(excess), 3) if excess else None}
 
@@ -272,32 +301,147 @@ def _spread(values: list[float | None]) -> dict | None:
     if not present:
         return None
     return {"mean": round(statistics.mean(present), 3), "min": min(present), "max": max(present),
-            "std": round(statistics.stdev(present), 3) if len(present) > 1 else 0.0}
+            "std": round(statistics.stdev(present), 3) if len(present) > 1 else 0.0, "runs": len(present)}
 
 
-def curves(args: argparse.Namespace) -> dict:
+def _prepare(args: argparse.Namespace) -> tuple[Path, Path, float]:
+    """The warm-started tiny policy (seed 0, built on the runs' thread count) and the run file."""
     scenario = get_scenario(args.scenario)
     torch.set_num_threads(args.threads)  # a build on the runs' thread count, whatever the machine's cores
     t0 = time.perf_counter()
-    model = ensure_tiny_model(scenario, seed=0)
-    build_s = time.perf_counter() - t0
+    model = Path(args.model) if args.model else ensure_tiny_model(scenario, seed=0)
     db = Path(args.db).resolve() if args.db else Path(tempfile.mkdtemp()) / "multistep.db"
+    return model, db, time.perf_counter() - t0
+
+
+def _at_level(runs: list[dict]) -> dict:
+    """Steps to the stated held-out success level over seeds: how many runs got there,
+    and the mean and median step of those that did."""
+    steps = [r["steps_to_level"] for r in runs if r["steps_to_level"] is not None]
+    return {"reached": f"{len(steps)}/{len(runs)}", "mean": _mean(steps),
+            "median": statistics.median(steps) if steps else None}
+
+
+def _curve_means(runs: list[dict]) -> list[list[float]]:
+    """Held-out success per eval step, the mean over the runs (steps every run has)."""
+    by_step: dict[int, list[float]] = {}
+    for run in runs:
+        for step, success in run["eval_curve"]:
+            by_step.setdefault(step, []).append(success)
+    return [[step, round(statistics.mean(v), 3)] for step, v in sorted(by_step.items()) if len(v) == len(runs)]
+
+
+def curves(args: argparse.Namespace) -> dict:
+    if args.settings:
+        args.chosen = json.loads(Path(args.settings).read_text())["chosen"]
+    model, db, build_s = _prepare(args)
     jobs = [(method, seed) for seed in args.seeds for method in args.methods]
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
         runs = list(pool.map(lambda job: run_one(job[0], job[1], args, model, db), jobs))
     methods = {}
     for method in args.methods:
         mine = [r for r in runs if r["method"] == method]
-        methods[method] = {"final_success": _spread([r["success_final"] for r in mine]),
+        methods[method] = {"settings": _settings(method, args),
+                           "final_success": _spread([r["success_final"] for r in mine]),
                            "success_mean_over_evals": _spread([r["success_mean_over_evals"] for r in mine]),
+                           "held_out_curve_mean": _curve_means(mine),
+                           "steps_to_level": _at_level(mine),
+                           "zero_spread_share": _spread([r["zero_spread_share"] for r in mine]),
+                           "anchor_shared_frac": _spread([r["anchor_shared_frac_mean"] for r in mine]),
+                           "late_success": _spread([r["late_walks"]["success"] for r in mine]),
                            "late_shortest_share": _spread([r["late_walks"]["shortest_share"] for r in mine]),
                            "initial_success": mine[0]["success_initial"] if mine else None, "runs": mine}
     return {"bench": "multistep-curves", "scenario": args.scenario, "seeds": args.seeds,
             "max_steps": args.max_steps, "eval_every": args.eval_every, "prompts_per_step": args.prompts_per_step,
-            "group_size": args.group_size, "lr": args.lr, "warmup": args.warmup, "gigpo_mode": args.gigpo_mode,
-            "loss_tokens": args.loss_tokens,
+            "group_size": args.group_size, "settings_from": args.settings, "warmup": args.warmup,
+            "gigpo_mode": args.gigpo_mode, "loss_tokens": args.loss_tokens, "success_level": args.success_level,
             "max_seconds": args.max_seconds, "parallel": args.parallel, "threads_per_run": args.threads,
             "tiny_model_build_s": round(build_s, 1), "db": str(db), **methods}
+
+
+def sweep(args: argparse.Namespace) -> dict:
+    """Each method's learning rate (and GiGPO's omega), chosen on training levels only.
+
+    Stage 1 runs every method at every ``--lrs`` value (GiGPO at omega 1) on
+    ``--seeds``; stage 2 runs GiGPO at its best learning rate with each other
+    ``--omegas`` value. A setting's score is the sampled success on the
+    training levels over the last ``--tail`` steps (the ``success_rate`` step
+    metric, averaged over the sweep's seeds); the held-out split is never read
+    (the engine's own held-out evals are cut to ``--eval-size`` 1 and left
+    unread). The best score per method is ``chosen``; a tie goes to the
+    setting listed first.
+    """
+    args.eval_size = 1
+    model, db, build_s = _prepare(args)
+
+    def play(jobs: list[tuple[str, float, float | None]]) -> list[dict]:
+        expanded = [(m, lr, om, seed) for m, lr, om in jobs for seed in args.seeds]
+        with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
+            runs = list(pool.map(lambda j: run_one(j[0], j[3], args, model, db, lr=j[1], omega=j[2],
+                                                   tag=f"-lr{j[1]:g}" + (f"-w{j[2]:g}" if j[2] is not None else "")),
+                                 expanded))
+        out = []
+        for method, lr, omega in jobs:
+            mine = [r for r in runs if (r["method"], r["lr"], r["omega"]) == (method, lr, omega)]
+            out.append({"method": method, "lr": lr, "omega": omega,
+                        "train_success_tail": _mean([r["train_success_tail"] for r in mine]),
+                        "train_success_per_seed": [r["train_success_tail"] for r in mine],
+                        "zero_spread_share": _mean([r["zero_spread_share"] for r in mine]),
+                        "anchor_shared_frac": _mean([r["anchor_shared_frac_mean"] for r in mine]),
+                        "train_seconds": [r["train_seconds"] for r in mine]})
+        return out
+
+    def best(rows: list[dict], method: str) -> dict:
+        mine = [r for r in rows if r["method"] == method]
+        return max(mine, key=lambda r: (r["train_success_tail"] or 0.0, -mine.index(r)))
+
+    stage1 = play([(m, lr, 1.0 if m == "gigpo" else None) for m in args.methods for lr in args.lrs])
+    rows = list(stage1)
+    if "gigpo" in args.methods:
+        lr = best(stage1, "gigpo")["lr"]
+        rows += play([("gigpo", lr, omega) for omega in args.omegas if omega != 1.0])
+    chosen = {m: {"lr": best(rows, m)["lr"], **({"omega": best(rows, m)["omega"]} if m == "gigpo" else {})}
+              for m in args.methods}
+    return {"bench": "multistep-sweep", "scenario": args.scenario, "seeds": args.seeds, "max_steps": args.max_steps,
+            "score": f"sampled success on training levels, last {args.tail} steps", "lrs": args.lrs,
+            "omegas": args.omegas, "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
+            "gigpo_mode": args.gigpo_mode, "loss_tokens": args.loss_tokens, "parallel": args.parallel,
+            "tiny_model_build_s": round(build_s, 1), "db": str(db), "settings": rows, "chosen": chosen}
+
+
+def _run_options(parser: argparse.ArgumentParser, *, steps: int) -> None:
+    """The options every learning bench (curves, sweep) shares."""
+    parser.add_argument("--scenario", default="maze_loose")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--max-steps", type=int, default=steps)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--prompts-per-step", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=2, help="learning-rate warm-up steps")
+    parser.add_argument("--tail", type=int, default=40,
+                        help="the last steps whose sampled walks late_walks (and a sweep's score) summarise")
+    parser.add_argument("--methods", nargs="+", default=["gigpo", "grpo"], choices=["gigpo", "grpo", "dr_grpo"],
+                        help="dr_grpo: the episode advantage without the std, which is GiGPO at omega 0")
+    parser.add_argument("--gigpo-mode", default="mean_norm", choices=["mean_norm", "mean_std_norm"],
+                        help="GiGPO's normalisation (GRPO always divides by the group's std)")
+    parser.add_argument("--loss-tokens", default=RunConfig.model_fields["loss_tokens"].default,
+                        choices=get_args(LossTokens), help=RunConfig.model_fields["loss_tokens"].description)
+    parser.add_argument("--max-seconds", type=float, default=0,
+                        help="training-time budget per run (seconds; 0: none, the default); the run stops, "
+                        "and its learning rate decays, over whichever of --max-steps and this ends first, "
+                        "so with a time budget the curves depend on the machine's speed")
+    parser.add_argument("--db", default=None, help="run file to keep (default: a temporary one)")
+    parser.add_argument("--parallel", type=int, default=2, help="runs at once")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--nice", type=int, default=10, help="the runs' niceness (19: others' work goes first)")
+    parser.add_argument("--success-level", type=float, default=0.5,
+                        help="steps_to_level: the first eval whose held-out success is at least this")
+    parser.add_argument("--eval-size", type=int, default=None, help="held-out examples per eval (None: all)")
+    parser.add_argument("--lr", type=float, default=5e-4, help="learning rate (without --settings)")
+    parser.add_argument("--omega", type=float, default=1.0, help="GiGPO's omega (without --settings)")
+    parser.add_argument("--model", default=None,
+                        help="the runs' --model (a directory or smollm2-135m, LoRA by default); "
+                        "default: the scenario's warm-started tiny policy")
 
 
 def main() -> None:
@@ -313,31 +457,16 @@ def main() -> None:
     fast.add_argument("--prompts-per-step", type=int, default=8)
     fast.add_argument("--group-size", type=int, default=8)
     learn = sub.add_parser("curves", help="GiGPO vs GRPO held-out success, same seeds, fixed steps")
-    learn.add_argument("--scenario", default="maze_loose")
-    learn.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    learn.add_argument("--max-steps", type=int, default=300)
-    learn.add_argument("--eval-every", type=int, default=10)
-    learn.add_argument("--prompts-per-step", type=int, default=8)
-    learn.add_argument("--group-size", type=int, default=8)
-    learn.add_argument("--lr", type=float, default=5e-4)
-    learn.add_argument("--warmup", type=int, default=2, help="learning-rate warm-up steps")
-    learn.add_argument("--tail", type=int, default=40,
-                       help="the last steps whose sampled walks late_walks summarises")
-    learn.add_argument("--methods", nargs="+", default=["gigpo", "grpo"], choices=["gigpo", "grpo", "dr_grpo"],
-                       help="dr_grpo: the episode advantage without the std, which is GiGPO at omega 0")
-    learn.add_argument("--gigpo-mode", default="mean_norm", choices=["mean_norm", "mean_std_norm"],
-                       help="GiGPO's normalisation (GRPO always divides by the group's std)")
-    learn.add_argument("--loss-tokens", default=RunConfig.model_fields["loss_tokens"].default,
-                       choices=get_args(LossTokens), help=RunConfig.model_fields["loss_tokens"].description)
-    learn.add_argument("--max-seconds", type=float, default=0,
-                       help="training-time budget per run (seconds; 0: none, the default); the run stops, "
-                       "and its learning rate decays, over whichever of --max-steps and this ends first, "
-                       "so with a time budget the curves depend on the machine's speed")
-    learn.add_argument("--db", default=None, help="run file to keep (default: a temporary one)")
-    learn.add_argument("--parallel", type=int, default=2, help="runs at once")
-    learn.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    _run_options(learn, steps=300)
+    learn.add_argument("--settings", default=None,
+                       help="a sweep's JSON output: each method's chosen lr (and omega) instead of --lr/--omega")
+    choose = sub.add_parser("sweep", help="each method's lr (and GiGPO's omega), chosen on training levels only")
+    _run_options(choose, steps=100)
+    choose.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
+    choose.add_argument("--omegas", type=float, nargs="+", default=[0.5, 1.0, 2.0],
+                        help="GiGPO's omegas, tried at its best learning rate of the omega-1 stage")
     args = parser.parse_args()
-    print(json.dumps(speed(args) if args.bench == "speed" else curves(args)))
+    print(json.dumps({"speed": speed, "curves": curves, "sweep": sweep}[args.bench](args)))
 
 
 if __name__ == "__main__":
