@@ -21,7 +21,7 @@ import time
 
 from rlab.engine.alerts import GroupStats
 from rlab.engine.config import RunConfig
-from rlab.engine.policy.device import peak_memory_metric
+from rlab.engine.policy.device import clock, peak_memory_metric
 from rlab.engine.reporting import Reporter
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
 from rlab.engine.rewards.scoring import Scored, score
@@ -100,6 +100,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     curve: list[list[float | None]] = [[0.0, _value(initial.pass_at_1)]]
     eval_s = 0.0
     logged = [float("-inf")]  # when the last progress line went to a log
+    cycle_start = running()
     while not _budget_spent(cfg, step, running()):
         controller.poll(step)
         controller.wait_while_paused(step, lambda: writer.heartbeat(session.run_id, step))
@@ -118,12 +119,18 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         session.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
         metrics = train_step(session, controller, step)
         metrics["learning_rate"] = session.trainer.learning_rate
+        evaluated = 0.0
         if step % cfg.eval_every == 0:
             t_eval = running()
             held_out = evaluate(session)
             curve.append([round(t_eval - eval_s, 2), _value(held_out.pass_at_1)])
-            eval_s += running() - t_eval
+            evaluated = running() - t_eval
+            eval_s += evaluated
             metrics.update(held_out.metrics())
+        # The step and the loop's own work (store writes, command polls, alerts,
+        # checkpoints) since the last step's metrics went out; evals and pauses left out.
+        metrics["time/cycle"] = running() - cycle_start - evaluated
+        cycle_start = running()
         metrics["elapsed_seconds"] = running()
         writer.write_step(session.run_id, step, metrics)
         reporter.log(step, metrics)
@@ -142,15 +149,17 @@ def train_step(session: Session, controller: Controller, step: int) -> dict[str,
 
     Besides the metrics of :func:`_step_metrics`, the wall seconds of each
     phase: ``time/generation``, ``time/scoring``, ``time/update`` and
-    ``time/adapter_sync`` (0 without vLLM), for tests/bench/backends.py.
+    ``time/adapter_sync`` (0 without vLLM), for tests/bench/backends.py; the
+    clock waits for the device's queued kernels at each phase's end.
     """
-    t0 = time.perf_counter()
+    device = session.policy.device
+    t0 = clock(device)
     cfg = session.config
     examples = session.rng.sample(session.train_examples, cfg.prompts_per_step)
     rollouts = session.rollout.play(examples)
-    t_played = time.perf_counter()
+    t_played = clock(device)
     scored = score(rollouts, session.rubric, session.judge, cfg.judge.weight if cfg.judge else 1.0)
-    t_scored = time.perf_counter()
+    t_scored = clock(device)
     advantages = rollout_advantages(rollouts, scored.rewards, skip=scored.judge_failed | scored.errored_groups,
                                     method=cfg.advantage, turn_rewards=scored.turn_rewards, gamma=cfg.gamma,
                                     omega=cfg.omega, mode=cfg.gigpo_mode)
@@ -161,15 +170,15 @@ def train_step(session: Session, controller: Controller, step: int) -> dict[str,
     session.step_groups = [GroupStats.of_record(step, group_id, group)
                            for group_id, group in zip(group_ids, batch.groups)]
     _record_judge(session, controller, step, scored, group_ids)
-    t_update = time.perf_counter()
+    t_update = clock(device)
     update = session.trainer.step(batch.samples)
     check_finite(session.policy.model, step, f"--lr ({cfg.lr}), --beta ({cfg.beta}) or --lora-alpha ({cfg.lora_alpha})")
-    t_sync = time.perf_counter()
+    t_sync = clock(device)
     if session.vllm is not None:
         session.vllm.sync_policy(session.policy.model, step, session.files / "adapters")
-    t_synced = time.perf_counter()
+    t_synced = clock(device)
     _record_reward_errors(session, controller, step, batch)
-    metrics = _step_metrics(batch, update, time.perf_counter() - t0, session.reward_version, session.policy.device)
+    metrics = _step_metrics(batch, update, clock(device) - t0, session.reward_version, session.policy.device)
     metrics.update({"time/generation": t_played - t0, "time/scoring": t_scored - t_played,
                     "time/update": t_sync - t_update, "time/adapter_sync": t_synced - t_sync})
     return metrics

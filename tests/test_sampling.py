@@ -125,3 +125,25 @@ def test_episodes_played_with_the_turn_cache_equal_episodes_played_without(polic
     plain = run_episodes(NoCache(), scenario.make_env, examples, **kwargs)
     assert [t.messages for t in cached] == [t.messages for t in plain]
     assert sum(len(t.turns) for t in cached) > len(examples)  # episodes had later turns to reuse
+
+
+@pytest.mark.parametrize("temperature", [0.7, 0])
+def test_the_static_cache_path_samples_with_the_sampling_distributions_logprobs(policy, temperature):
+    """--generation hf_static: transformers' generate, the same Samples and log-probs as the loop's contract."""
+    prompts = [p for p in _prompts(policy, 3) for _ in range(2)] + [policy.render([{"role": "user", "content": "7="}])]
+    policy.generation = "hf_static"
+    try:
+        torch.manual_seed(0)
+        samples = policy.sample(prompts, max_new_tokens=6, temperature=temperature)
+    finally:
+        policy.generation = "loop"
+    scale = temperature or 1.0
+    for prompt, s in zip(prompts, samples):
+        assert 1 <= len(s.token_ids) <= 6 and s.truncated == (policy.eos_id not in s.token_ids)
+        ids = torch.tensor([prompt + s.token_ids])
+        logits = policy.model(input_ids=ids).logits[0, len(prompt) - 1 : -1] / scale
+        expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(s.token_ids).unsqueeze(1)).squeeze(1)
+        assert s.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+    if temperature == 0:
+        assert [s.token_ids for s in samples] == [s.token_ids for s in policy.sample(prompts, max_new_tokens=6,
+                                                                                    temperature=0)]

@@ -8,6 +8,7 @@ of each step is reported as a metric. On CPU all of this is a no-op.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -93,3 +94,13 @@ def peak_memory_metric(device: str | torch.device) -> dict[str, float]:
     peak = torch.cuda.max_memory_allocated(device) / 1e9
     torch.cuda.reset_peak_memory_stats(device)
     return {"gpu/peak_allocated_gb": peak}
+
+
+def clock(device: str | torch.device) -> float:
+    """``time.perf_counter()`` once ``device`` has finished its queued work: CUDA
+    kernels run asynchronously, so a phase timer read without waiting would end
+    before its kernels do and charge their time to the next phase."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()

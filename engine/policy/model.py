@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from rlab.engine.policy.sampling import PrefixCache, sample as sample_with_cache
+from rlab.engine.policy.static_generation import sample_static
 from rlab.engine.types import Sample
 
 
@@ -39,12 +40,18 @@ class Policy:
         tokenizer: its tokenizer; must have a chat template, a pad token and
             an EOS token.
         device: torch device string, e.g. ``"cpu"`` or ``"cuda"``.
+
+    Attributes:
+        generation: ``"loop"`` (``engine.policy.sampling``, the default) or
+            ``"hf_static"`` (``engine.policy.static_generation``) for calls
+            without a prefix cache (single-turn rollouts and evals).
     """
 
     def __init__(self, model, tokenizer: PreTrainedTokenizerBase, device: str):
         self.model = model.to(device)
         self.tokenizer = tokenizer
         self.device = device
+        self.generation = "loop"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.pad_id = int(tokenizer.pad_token_id)
@@ -112,8 +119,12 @@ class Policy:
             distribution (temperature applied; for greedy, temperature 1).
             See :mod:`rlab.engine.policy.sampling` for the loop.
         """
-        out = sample_with_cache(self.model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                                pad_id=self.pad_id, eos_id=self.eos_id, device=self.device, cache=cache)
+        if self.generation == "hf_static" and cache is None:
+            out = sample_static(self.model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
+                                pad_id=self.pad_id, eos_id=self.eos_id, device=self.device)
+        else:
+            out = sample_with_cache(self.model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
+                                    pad_id=self.pad_id, eos_id=self.eos_id, device=self.device, cache=cache)
         return [self._to_sample(row, lp) for row, lp in zip(out.tokens, out.logprobs)]
 
     def _to_sample(self, tokens: list[int], logprobs: list[float]) -> Sample:

@@ -42,10 +42,10 @@ from transformers import DynamicCache
 from rlab.engine.config import LossTokens, RunConfig
 from rlab.engine.policy.lora import is_lora, reference_mode
 from rlab.engine.policy.sampling import left_pad
+from rlab.engine.train.token_logprobs import chosen_logprobs, token_entropy
 from rlab.engine.types import TrainSample
 
 
-ENTROPY_ROWS = 8  # sequences per block when computing token entropies (bounds a (rows, T, V) temporary)
 #: Bytes of one float32 (rows, tokens, vocabulary) logits tensor per micro-batch. SmolLM2's
 #: 49,152-token vocabulary makes a 64 x 64-token batch 0.8 GB per copy, and the forward and
 #: backward passes hold several, plus the layers' activations, which grow with the same
@@ -53,6 +53,19 @@ ENTROPY_ROWS = 8  # sequences per block when computing token entropies (bounds a
 #: 6.36 GB in one pass, 4.38 GB at 256 MiB, 2.22 GB at 64 MiB, with the update no slower
 #: (15.3, 14.3, 13.7 s). The tiny policy's batches never reach it.
 LOGITS_BUDGET_BYTES = 64 * 2**20
+#: On CUDA the budget is this share of the device's free memory (at least the CPU's): an
+#: H100's 70+ GB take a whole GRPO batch of a small model in one pass, where the CPU's
+#: 64 MiB cut SmolLM2's 64 sequences into ~20 micro-batches (about 3 each).
+CUDA_FREE_SHARE = 1 / 8
+
+
+def logits_budget(device: torch.device) -> int:
+    """Bytes of float32 logits per micro-batch on ``device`` (see :func:`micro_batches`):
+    :data:`LOGITS_BUDGET_BYTES` on CPU, :data:`CUDA_FREE_SHARE` of the free memory on CUDA."""
+    if device.type != "cuda":
+        return LOGITS_BUDGET_BYTES
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(LOGITS_BUDGET_BYTES, int(free * CUDA_FREE_SHARE))
 
 
 def vocab_size(model) -> int:
@@ -77,6 +90,17 @@ def micro_batches(samples: list[TrainSample], vocab: int,
         chunks[-1].append(sample)
         widest = wider
     return chunks
+
+
+def by_length(samples: list[TrainSample]) -> list[TrainSample]:
+    """``samples`` with the groups (samples of one prompt, kept together and in order)
+    ordered by their longest completion, so a micro-batch pads its completions to
+    similar widths instead of the step's widest."""
+    longest: dict[tuple[int, ...], int] = {}
+    for sample in samples:
+        key = tuple(sample.prompt_ids)
+        longest[key] = max(longest.get(key, 0), len(sample.completion_ids))
+    return sorted(samples, key=lambda s: longest[tuple(s.prompt_ids)])  # stable: a group stays together
 
 
 def _run_default(name: str) -> Any:
@@ -176,8 +200,9 @@ class Trainer:
                     "trained_samples": 0}
         self.model.train()
         device = next(self.model.parameters()).device
+        active = by_length(active)
         chunks = [_collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0)
-                  for part in micro_batches(active, vocab_size(self.model), LOGITS_BUDGET_BYTES)]
+                  for part in micro_batches(active, vocab_size(self.model), logits_budget(device))]
         n_tokens = sum(chunk["mask"].sum() for chunk in chunks)
         loss_tokens = n_tokens if self.config.loss_tokens == "with_signal" else sum(sum(s.mask()) for s in samples)
         self.optimizer.zero_grad(set_to_none=True)
@@ -230,29 +255,19 @@ class Trainer:
         return torch.exp(delta) - delta - 1
 
     def _token_logprobs(self, model, batch: dict, *, with_entropy: bool):
-        """Log-probs (B, T) of the completion tokens, and their entropies (B, T).
+        """Log-probs (B, T) float32 of the completion tokens, and their entropies (B, T).
 
-        Memory: one (B, T, V) float32 copy of the scaled logits is kept for
-        the backward pass; the log-softmax is never materialised (the
-        log-prob is the chosen logit minus the logsumexp), and the entropy is
-        computed ``ENTROPY_ROWS`` rows at a time without a graph. B x T is
-        one micro-batch (:func:`micro_batches`), so the copy stays under
-        ``LOGITS_BUDGET_BYTES`` whatever the batch.
+        Memory: only the logits as the model returns them (bf16 under
+        autocast) are kept for the backward pass; log-probs, their gradient
+        and the entropies are computed in chunks (``engine.train.token_logprobs``),
+        never as a whole (B, T, V) float32 copy.
         """
         with self.autocast():
             logits = _completion_logits(model, batch)
-        scaled = logits.float() / self.config.temperature
-        chosen = scaled.gather(-1, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
-        log_norm = torch.logsumexp(scaled, dim=-1)
-        logp = chosen - log_norm
+        logp, lse = chosen_logprobs(logits, batch["completion_ids"], self.config.temperature)
         if not with_entropy:
             return logp, None
-        with torch.no_grad():
-            # H = logsumexp(z) - sum softmax(z) * z, row block by row block.
-            expected = torch.cat([(torch.softmax(rows, dim=-1) * rows).sum(-1)
-                                  for rows in scaled.detach().split(ENTROPY_ROWS)])
-            entropy = log_norm.detach() - expected
-        return logp, entropy
+        return logp, token_entropy(logits.detach(), lse.detach(), self.config.temperature)
 
 
 def _frozen_copy(model):

@@ -1,41 +1,44 @@
-"""Peer benchmark: TRL's GRPOTrainer and rlab side by side, in one process.
+"""Peer benchmark: rlab and TRL's GRPOTrainer, same model, task, batch and device, one after the other.
 
-    pip install -e ".[bench]"          # trl
-    python tests/bench/peer_trl.py [--steps 60] [--eval-every 10] [--threads N]
+    pip install -e ".[bench]"                      # trl
+    python tests/bench/peer_trl.py                 # the shipped tiny policy on arithmetic (CPU)
+    python tests/bench/peer_trl.py --model smollm2-135m --task examples/tasks/reasoning_gym_arithmetic \\
+        --lora-rank 16 --max-new-tokens 24 --steps 6  # SmolLM2 on reasoning-gym (pip install -e ".[tasks]")
 
-Both start from the shipped tiny policy (engine/policy/embedded/) and train
-on the arithmetic train split with the same group size (8), prompts per step
-(32, so 256 rollouts per step), completion budget, temperature, learning
-rate, updates per batch (``num_iterations``), clip epsilon, KL weight (0),
-loss normalisation (token mean; rlab's default leaves the tokens of groups
-without reward spread out of the mean, TRL's ``dapo`` counts them, so on a
-step where few groups have spread rlab's update is the larger;
-``--loss-tokens all`` makes rlab's TRL's, see engine/train/trainer.py)
-and std-scaled group advantages; TRL's gradient checkpointing is switched
-off, as rlab's is by default; both warm the learning rate up over rlab's ``lr_warmup_steps``
-and decay it linearly (TRL to 0, rlab to ``lr_final_ratio``). Each trainer
-runs ``--steps`` steps; every ``--eval-every`` steps
-the held-out greedy pass@1 on the 500 held-out problems is measured with
-rlab's evaluation code on the trainer's current weights (time spent in it
-is not counted as training time).
+Each trainer runs in a child process of its own (so each one's peak memory
+is its own), from the same weights and seed, for ``--steps`` rollout batches
+of ``--prompts-per-step`` x ``--group-size`` completions of at most
+``--max-new-tokens`` tokens, with ``--num-iterations`` updates per batch
+(GRPO's mu: TRL reuses a batch for that many optimizer steps, rlab runs
+that many updates per step), the same learning rate held constant, sampling
+temperature, clip epsilon (0.2), no KL term, std-scaled group advantages,
+LoRA of ``--lora-rank`` on q/k/v/o (alpha 2 x rank; 0: every weight), no
+gradient checkpointing, and bf16 autocast on a GPU that has it (float32 on
+CPU). rlab's loss averages over every trained token here (``--loss-tokens
+all``, TRL's ``loss_type="dapo"``), so both make the same update.
 
-Prints one JSON object: per trainer the median seconds per step (wall, eval
-excluded), the held-out pass@1 curve as ``[[training_seconds, pass_at_1],
-...]`` and the training seconds at which it first reached ``--target``
-(None if never); and the ratio rlab / TRL of the median step times.
-Timings are wall clock: on a shared machine read the ratio, taken in one run.
+Timing is per rollout batch (generation, scoring and every update on it),
+the median after the first batch (warm-up). Held-out greedy pass@1 on the
+first ``--eval-size`` held-out examples is measured with rlab's evaluation
+code on each trainer's current weights every ``--eval-every`` batches (not
+counted as training time). Prints one JSON object: per trainer the median
+seconds per rollout batch and of its phases (``generation``: sampling and
+scoring; ``update``: the rest), the peak memory (CUDA: the most allocated;
+CPU: the process's peak resident set), the held-out curve as
+``[[seconds_of_training, pass_at_1], ...]``, and the ratio rlab / TRL.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import get_args
 
 # tests/bench/store.py and tui.py would shadow the packages of the same name.
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,146 +47,206 @@ sys.path[:0] = [str(ROOT)]
 import torch  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
-from rlab.engine.config import LossTokens, RunConfig  # noqa: E402
+from rlab.engine.config import RunConfig  # noqa: E402
+from rlab.engine.policy.device import bf16_supported, clock  # noqa: E402
 from rlab.engine.policy.model import Policy  # noqa: E402
+from rlab.engine.policy.smollm2 import resolve_model  # noqa: E402
 from rlab.engine.policy.tiny import embedded_dir  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
-from rlab.engine.rollout.play import Rollout  # noqa: E402
+from rlab.engine.rollout.play import Rollout, user_messages  # noqa: E402
 from rlab.engine.success import SuccessRule  # noqa: E402
-from rlab.scenarios import get_scenario  # noqa: E402
+from rlab.scenarios import load_scenario  # noqa: E402
+
+
+def settings(args: argparse.Namespace) -> RunConfig:
+    """The run both trainers share, as an rlab RunConfig."""
+    return RunConfig.model_validate({
+        "model": args.model or embedded_dir("arithmetic"), "task": args.task, "device": args.device,
+        "lora_rank": args.lora_rank, "max_new_tokens": args.max_new_tokens,
+        "prompts_per_step": args.prompts_per_step, "group_size": args.group_size, "max_steps": args.steps,
+        "num_iterations": args.num_iterations, "lr": args.lr, "lr_warmup_steps": 0, "lr_final_ratio": 1.0,
+        "temperature": args.temperature, "eval_size": args.eval_size, "eval_every": args.eval_every,
+        "checkpoint_every": 10**6, "loss_tokens": "all", "generation": args.generation, "seed": args.seed,
+        "threads": args.threads, "alerts": {"pause_on": ""}})
+
+
+def peak_memory_gb(device: str) -> float:
+    """The most this process held: CUDA's peak allocation, else the peak resident set (GB, 1e9 bytes)."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated() / 1e9
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux reports KiB
+
+
+def summarise(batch_s: list[float], generation_s: list[float], curve: list[list[float]], device: str) -> dict:
+    """Medians after the first (warm-up) batch, the peak memory and the held-out curve."""
+    def median(values: list[float]) -> float | None:
+        kept = values[1:] or values
+        return round(statistics.median(kept), 3) if kept else None
+
+    return {"seconds_per_rollout_batch": median(batch_s), "batches": len(batch_s),
+            "phases": {"generation": median(generation_s),
+                       "update": median([b - g for b, g in zip(batch_s, generation_s)])},
+            "peak_memory_gb": round(peak_memory_gb(device), 3), "curve": curve}
+
+
+def run_rlab(config: RunConfig) -> dict:
+    """rlab's own loop (``engine.step``), as ``rlab run --headless``; a run file in a temporary folder."""
+    from rlab.engine.step import run
+    from rlab.store.reader import StoreReader
+
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = run(config.model_copy(update={"db": Path(tmp) / "peer.db"}))
+        rows = [r for r in StoreReader(Path(tmp) / "peer.db").step_metrics(summary["run_id"])
+                if r.get("step_seconds") is not None]
+    device = config.device or "cpu"
+    return summarise([r["step_seconds"] for r in rows],
+                     [r["time/generation"] + r["time/scoring"] for r in rows], summary["eval_curve"], device)
 
 
 class HeldOut:
-    """Held-out greedy pass@1 of a model, with rlab's evaluation code."""
+    """Held-out greedy pass@1 of a trainer's model, with rlab's evaluation code."""
 
     def __init__(self, config: RunConfig):
-        self.scenario = get_scenario(config.scenario)
-        self.examples = self.scenario.eval_examples()
+        self.scenario = load_scenario(config.scenario, config.task)
+        self.examples = self.scenario.eval_examples()[:config.eval_size]
         self.rubric = load_rubric(self.scenario.reward_file)
         self.config = config
 
     def __call__(self, model, tokenizer) -> float:
-        policy = Policy(model, tokenizer, "cpu")
-        score = Rollout(policy, self.scenario, self.config).evaluate(self.examples, self.rubric,
-                                                                     SuccessRule.of(self.scenario)).pass_at_1
+        model.eval()
+        policy = Policy(model, tokenizer, str(next(model.parameters()).device))
+        score = Rollout(policy, self.scenario, self.config).evaluate(
+            self.examples, self.rubric, SuccessRule.of(self.scenario)).pass_at_1
         model.train()
         return score
 
 
-def first_reached(curve: list[list[float]], target: float) -> float | None:
-    """Training seconds of the first point of ``curve`` at or above ``target``."""
-    return next((t for t, score in curve if score >= target), None)
-
-
-def run_rlab(config: RunConfig) -> dict:
-    """rlab's own loop (engine.step), store on, as ``rlab run --headless``."""
-    from rlab.engine.step import run
-    from rlab.store.reader import StoreReader
-
-    summary = run(config)
-    rows = StoreReader(config.db).step_metrics(summary["run_id"])
-    step_s = [row["step_seconds"] for row in rows if row.get("step_seconds") is not None]
-    return {"median_step_seconds": statistics.median(step_s), "steps": len(step_s),
-            "curve": summary["eval_curve"]}
-
-
-def run_trl(config: RunConfig, held_out: HeldOut, out_dir: Path) -> dict:
-    """TRL's GRPOTrainer with the same settings; a callback times steps and evaluates."""
+def run_trl(config: RunConfig) -> dict:
+    """TRL's GRPOTrainer with the same settings; its generation is timed by wrapping the
+    method that generates and scores, each rollout batch by a callback."""
     from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    scenario = get_scenario(config.scenario)
+    device = config.device or "cpu"
+    scenario = load_scenario(config.scenario, config.task)
     rubric = load_rubric(scenario.reward_file)
-    policy = Policy.load(embedded_dir("arithmetic"), "cpu")
-    # The tiny chat template renders a user message as its content alone, so
-    # plain-text prompts give TRL exactly the token ids rlab samples from.
-    train = Dataset.from_list([{"prompt": ex["prompt"], "answer": ex["answer"], "id": ex["id"]}
-                               for ex in scenario.train_examples(config.seed)])
+    path = resolve_model(Path(config.model)) if config.model else embedded_dir("arithmetic")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    rows = [{"prompt": user_messages(ex, scenario.system_prompt), "example": json.dumps(ex)}
+            for ex in scenario.train_examples(config.seed)]
 
-    def reward(prompts, completions, answer, id, **_):
-        examples = [{"prompt": p, "answer": a, "id": i} for p, a, i in zip(prompts, answer, id)]
-        return [s.reward for s in rubric.score_group(examples, completions)]
+    def reward(prompts, completions, example, **_):
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [s.reward for s in rubric.score_group([json.loads(e) for e in example], texts)]
 
-    args = GRPOConfig(
-        output_dir=str(out_dir), max_steps=config.max_steps, learning_rate=config.lr,
-        per_device_train_batch_size=config.prompts_per_step * config.group_size,
-        num_generations=config.group_size, max_completion_length=config.max_new_tokens,
-        temperature=config.temperature, num_iterations=config.num_iterations, epsilon=config.clip_eps,
-        beta=config.beta, max_grad_norm=config.max_grad_norm, loss_type="dapo", scale_rewards="group",
-        warmup_steps=config.lr_warmup_steps, lr_scheduler_type="linear",
-        gradient_checkpointing=False, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
-        logging_steps=10_000, disable_tqdm=True, seed=config.seed, dataloader_num_workers=0,
-    )
-    timer = _StepTimer(held_out, policy.tokenizer, config.eval_every)
-    trainer = GRPOTrainer(model=policy.model, reward_funcs=reward, args=args, train_dataset=train,
-                          processing_class=policy.tokenizer, callbacks=[timer])
-    timer.curve.append([0.0, held_out(trainer.model, policy.tokenizer)])
-    trainer.train()
-    return {"median_step_seconds": statistics.median(timer.step_seconds), "steps": len(timer.step_seconds),
-            "curve": timer.curve}
+    bf16 = torch.device(device).type == "cuda" and bf16_supported(device)
+    with tempfile.TemporaryDirectory() as tmp:
+        args = GRPOConfig(
+            output_dir=tmp, max_steps=config.max_steps * config.num_iterations, learning_rate=config.lr,
+            lr_scheduler_type="constant", warmup_steps=0,
+            per_device_train_batch_size=config.prompts_per_step * config.group_size,
+            num_generations=config.group_size, max_completion_length=config.max_new_tokens,
+            temperature=config.temperature, top_p=1.0, num_iterations=config.num_iterations, epsilon=config.clip_eps,
+            beta=0.0, max_grad_norm=config.max_grad_norm, loss_type="dapo", scale_rewards="group",
+            gradient_checkpointing=False, use_cpu=torch.device(device).type == "cpu", bf16=bf16,
+            report_to="none", save_strategy="no", logging_steps=10**6, disable_tqdm=True, seed=config.seed,
+            dataloader_num_workers=0)
+        peft = (LoraConfig(r=config.lora_rank, lora_alpha=2 * config.lora_rank, lora_dropout=0.0,
+                           target_modules=list(config.lora_targets), task_type="CAUSAL_LM")
+                if config.lora_rank else None)
+        timer = _BatchTimer(HeldOut(config), tokenizer, config, device)
+        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_list(rows),
+                              processing_class=tokenizer, peft_config=peft, callbacks=[timer])
+        generate = trainer._generate_and_score_completions
+
+        def timed(*a, **kw):
+            start = clock(device)
+            out = generate(*a, **kw)
+            timer.generation_s.append(clock(device) - start)
+            return out
+
+        trainer._generate_and_score_completions = timed
+        timer.curve.append([0.0, timer.held_out(trainer.model, tokenizer)])
+        trainer.train()
+    return summarise(timer.batch_s, timer.generation_s, timer.curve, device)
 
 
-class _StepTimer(TrainerCallback):
-    """Wall seconds per optimizer step; held-out eval every ``every`` steps (not timed)."""
+class _BatchTimer(TrainerCallback):
+    """Wall seconds per rollout batch (``num_iterations`` optimizer steps); held-out evals between."""
 
-    def __init__(self, held_out: HeldOut, tokenizer, every: int):
-        self.held_out, self.tokenizer, self.every = held_out, tokenizer, every
-        self.step_seconds: list[float] = []
+    def __init__(self, held_out: HeldOut, tokenizer, config: RunConfig, device: str):
+        self.held_out, self.tokenizer, self.config, self.device = held_out, tokenizer, config, device
+        self.batch_s: list[float] = []
+        self.generation_s: list[float] = []
         self.curve: list[list[float]] = []
         self.trained = 0.0
         self.began = 0.0
 
-    def on_step_begin(self, args, state, control, model=None, **kwargs):
-        self.began = time.perf_counter()
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step % self.config.num_iterations == 0:
+            self.began = clock(self.device)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        seconds = time.perf_counter() - self.began
-        self.step_seconds.append(seconds)
+        if state.global_step % self.config.num_iterations:
+            return
+        seconds = clock(self.device) - self.began
+        self.batch_s.append(seconds)
         self.trained += seconds
-        if state.global_step % self.every == 0 or state.global_step == args.max_steps:
+        batch = state.global_step // self.config.num_iterations
+        if batch % self.config.eval_every == 0 or batch == self.config.max_steps:
             self.curve.append([round(self.trained, 2), self.held_out(model, self.tokenizer)])
 
 
+def parser() -> argparse.ArgumentParser:
+    """The bench's options (the settings both trainers share)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", help="a model directory or smollm2-135m (default: the shipped tiny policy)")
+    p.add_argument("--task", help="a task.toml folder or reasoning-gym:NAME (default: the arithmetic scenario)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0: every weight trains)")
+    p.add_argument("--max-new-tokens", type=int, default=6)
+    p.add_argument("--prompts-per-step", type=int, default=8)
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--steps", type=int, default=6, help="rollout batches per trainer")
+    p.add_argument("--num-iterations", type=int, default=2, help="updates per rollout batch (GRPO's mu)")
+    p.add_argument("--lr", type=float, default=2e-4)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--eval-size", type=int, default=64)
+    p.add_argument("--eval-every", type=int, default=3, help="rollout batches between held-out evals")
+    p.add_argument("--generation", choices=["loop", "hf_static"], default="loop", help="rlab's sampler")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: one per core)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", choices=["rlab", "trl"], help="run one trainer, in this process")
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60, help="steps per trainer (>= 50 for the medians)")
-    parser.add_argument("--eval-every", type=int, default=10)
-    parser.add_argument("--target", type=float, default=0.9)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    parser.add_argument("--only", choices=["rlab", "trl"], default=None, help="run one trainer only")
-    parser.add_argument("--num-iterations", type=int, default=1,
-                        help="updates per batch for both (default 1: with more, TRL counts each update as a step)")
-    parser.add_argument("--lr", type=float, default=None, help="learning rate for both (default: rlab's)")
-    parser.add_argument("--loss-tokens", choices=get_args(LossTokens),
-                        default=RunConfig.model_fields["loss_tokens"].default,
-                        help="rlab's loss mean: over tokens with signal (its default) or all (TRL's dapo)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parser().parse_args()
+    config = settings(args)
+    if args.only:
+        torch.manual_seed(args.seed)
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        result = run_rlab(config) if args.only == "rlab" else run_trl(config)
+        print(json.dumps(result))
+        return
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        # lr_decay_steps = steps: both schedules decay over the whole run, as TRL's does.
-        config = RunConfig(max_steps=args.steps, lr_decay_steps=args.steps, eval_every=args.eval_every,
-                           checkpoint_every=10**6,
-                           db=Path(tmp) / "peer.db", num_iterations=args.num_iterations,
-                           loss_tokens=args.loss_tokens,
-                           **({"lr": args.lr} if args.lr else {}))
-        if args.only != "trl":
-            torch.manual_seed(config.seed)
-            results["rlab"] = run_rlab(config)
-        if args.only != "rlab":
-            torch.manual_seed(config.seed)
-            results["trl"] = run_trl(config, HeldOut(config), Path(tmp) / "trl")
-    for result in results.values():
-        result[f"first_reached_{args.target}_s"] = first_reached(result["curve"], args.target)
-    shared = {"steps": args.steps, "prompts_per_step": config.prompts_per_step, "group_size": config.group_size,
-              "max_new_tokens": config.max_new_tokens, "temperature": config.temperature, "lr": config.lr,
-              "num_iterations": config.num_iterations, "rlab_loss_tokens": config.loss_tokens,
-              "torch_threads": torch.get_num_threads()}
-    if len(results) == 2:
-        shared["step_seconds_ratio_rlab_over_trl"] = round(
-            results["rlab"]["median_step_seconds"] / results["trl"]["median_step_seconds"], 3)
-    print(json.dumps({"settings": shared, **results}))
+    for trainer in ("rlab", "trl"):
+        child = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--only", trainer],
+                               capture_output=True, text=True)
+        if child.returncode != 0:
+            raise SystemExit(f"{trainer} failed:\n{child.stderr[-4000:]}")
+        results[trainer] = json.loads(child.stdout.strip().splitlines()[-1])
+    shared = {k: v for k, v in vars(args).items() if k != "only"} | {
+        "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+        "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    ratio = None
+    if results["rlab"]["seconds_per_rollout_batch"] and results["trl"]["seconds_per_rollout_batch"]:
+        ratio = round(results["rlab"]["seconds_per_rollout_batch"] / results["trl"]["seconds_per_rollout_batch"], 3)
+    print(json.dumps({"settings": shared, **results, "seconds_per_batch_ratio_rlab_over_trl": ratio}))
 
 
 if __name__ == "__main__":
