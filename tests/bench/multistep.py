@@ -6,7 +6,10 @@ and GiGPO vs GRPO learning curves. Both print JSON.
     python tests/bench/multistep.py curves [--scenario maze_loose] [--seeds 0 1 2] [--max-steps 300]
                                            [--methods gigpo grpo dr_grpo] [--max-seconds 0]
                                            [--gigpo-mode mean_norm] [--loss-tokens with_signal]
-                                           [--db runs.db] [--parallel 2]
+                                           [--db runs.db] [--parallel 2] [--settings SWEEP.json]
+                                           [--success-level 0.5] [--model DIR]
+    python tests/bench/multistep.py sweep [--scenario frozenlake] [--seeds 100] [--max-steps 100]
+                                          [--lrs 1e-4 3e-4 1e-3] [--omegas 0.5 1 2] [--tail 40]
 
 ``speed`` times one number_guess step side by side in one process: the
 rollout with every turn re-running its whole conversation (the engine before
@@ -37,7 +40,19 @@ eval at 1.0, and the mean and spread (min, max, std) over seeds of the final
 success and of the success averaged over the evals (the area under the
 curve). ``train_seconds`` says whether a run kept to the issue's 10 minutes.
 Timings are wall-clock seconds of whatever else the machine was doing: say
-"measured under load" when it was.
+"measured under load" when it was. Per method it also gives the mean
+held-out curve, the steps to ``--success-level`` (the first eval at or above
+it), the share of groups with no reward spread (``frac_reward_zero_std``),
+the share of turns in an anchor group of more than one turn, and each run's
+sampled success on the training levels over the last ``--tail`` steps.
+
+``sweep`` picks each method's learning rate (and GiGPO's omega, tried at its
+best learning rate) on the training levels only: a setting's score is the
+sampled success of its runs over the last ``--tail`` steps; the held-out
+split is never read. ``curves --settings SWEEP.json`` then runs every
+method at the settings its sweep chose (issue 32: ``frozenlake`` and
+``sokoban``, environments nobody here designed). No alert pauses a bench
+run (``--alerts pause_on=``): nobody is there to resume it.
 """
 
 from __future__ import annotations
@@ -228,7 +243,9 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
            "--model", str(model), "--advantage", method, "--seed", str(seed), "--max-steps", str(args.max_steps),
            "--eval-every", str(args.eval_every), "--prompts-per-step", str(args.prompts_per_step),
            "--group-size", str(args.group_size), "--lr", str(lr), "--lr-warmup-steps", str(args.warmup),
-           "--gigpo-mode", args.gigpo_mode, "--loss-tokens", args.loss_tokens, "--db", str(db), "--name", name]
+           "--gigpo-mode", args.gigpo_mode, "--loss-tokens", args.loss_tokens, "--db", str(db), "--name", name,
+           # no alert pauses a bench run: nobody is there to resume it (the alerts are still stored)
+           "--alerts", "pause_on="]
     cmd += ["--omega", str(omega)] if omega is not None else []
     cmd += ["--eval-size", str(args.eval_size)] if args.eval_size else []
     if args.max_seconds:
