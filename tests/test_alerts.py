@@ -132,6 +132,21 @@ def test_collapse_fires_when_held_out_pass_at_1_falls_from_its_best_and_holds_un
     assert fired[0].message == "held-out pass@1 fell from 0.70 (step 10) to 0.06"
 
 
+@pytest.mark.parametrize("evals, size, fires", [
+    ([1.0, 0.0], 1, False),     # one example: a coin flip, not a fall (a bench's 1-example eval paused it)
+    ([0.75, 0.5], 8, False),    # 6/8 -> 4/8 is inside the noise of 8 examples
+    ([0.75, 0.5], 200, True),   # the same fall on 200 examples is a fall
+    ([0.75, 0.5], None, True),  # size unknown (an imported run): the drop alone decides
+])
+def test_a_held_out_fall_inside_the_evals_sampling_noise_is_not_a_collapse(evals, size, fires):
+    watch = AlertWatch()
+    fired = []
+    for step, held_out in enumerate(evals):
+        metrics = {"eval/pass_at_1": held_out} | ({} if size is None else {"eval/num_examples": size})
+        fired += [a for a in watch.observe(step, metrics, []) if a.kind == "collapse"]
+    assert bool(fired) is fires
+
+
 def test_collapse_fires_when_a_deterministic_policy_fails_for_collapse_steps_in_a_row():
     watch = AlertWatch(AlertThresholds(collapse_steps=3))
     learning = [_group(1, g, [1.0, 0.0], [f"{g}1", f"{g}2"]) for g in range(4)]

@@ -62,17 +62,22 @@ class HeldOut:
     (``engine.success``), nan when a score errored (no verdict). reward: mean
     total reward (nan when a score errored). components: each reward
     function's mean unweighted value, by name (errored scores left out).
+    num_examples: how many examples were evaluated (pass@1's denominator, so
+    a reader can tell a fall from sampling noise).
     """
 
     pass_at_1: float
     reward: float
     components: dict[str, float]
+    num_examples: int
 
     def metrics(self) -> dict[str, float]:
         """As step metrics: ``eval/pass_at_1``, ``eval/reward``, ``eval/rewards/{name}/mean``
-        (TRL's per-function names under ``eval/``); a nan is left out (no verdict)."""
+        (TRL's per-function names under ``eval/``), ``eval/num_examples``; a nan is left out
+        (no verdict)."""
         values = {"eval/pass_at_1": self.pass_at_1, "eval/reward": self.reward,
-                  **{f"eval/rewards/{name}/mean": v for name, v in self.components.items()}}
+                  **{f"eval/rewards/{name}/mean": v for name, v in self.components.items()},
+                  "eval/num_examples": float(self.num_examples)}
         return {k: v for k, v in values.items() if not math.isnan(v)}
 
 
@@ -85,7 +90,8 @@ def held_out(scores: list[ScoreResult], success: SuccessRule) -> HeldOut:
         pass_at_1=success.rate(scores),
         reward=float("nan") if errored or not scores else float(np.mean([s.reward for s in scores])),
         components={name: float(np.mean([s.components[name] for s in clean if name in s.components]))
-                    for name in names})
+                    for name in names},
+        num_examples=len(scores))
 
 
 def _single_turn(messages: list[Message], prompt_ids: list[int], sample: Sample,
