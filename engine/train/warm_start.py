@@ -127,7 +127,7 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
     score, best = None, 0.0
     for step in range(1, max_steps + 1):
         model.train()
-        loss = _sft_loss(policy, rng.sample(pairs, WARM_BATCH))
+        loss = _sft_loss(policy, rng.sample(pairs, min(WARM_BATCH, len(pairs))))
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), WARM_CLIP)
