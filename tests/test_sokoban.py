@@ -14,6 +14,7 @@ from rlab.engine.rollout.episodes import run_group
 from rlab.engine.step import run
 from rlab.engine.train.advantages import gigpo_group
 from rlab.engine.types import MultiStepScenario
+from rlab.scenarios.levels import SeedSplits
 from rlab.scenarios.sokoban import SCENARIO
 from rlab.scenarios.sokoban.env import SYMBOLS, level, library, parse_action, render
 from rlab.store.reader import StoreReader
@@ -134,7 +135,8 @@ def test_train_split_skips_held_out_rooms_and_warm_start_moves_change_the_room()
 
 
 def test_a_headless_run_trains_on_gym_sokobans_reward(tmp_path, raw_tiny_model_dir, monkeypatch):
-    monkeypatch.setattr("rlab.scenarios.sokoban.TRAIN_SIZE", 20)  # 20 rooms, not 1,000 (6 ms each)
+    # 20 rooms, not 1,000 (6 ms each)
+    monkeypatch.setattr("rlab.scenarios.sokoban.LEVELS", SeedSplits(held_out_seed=6174, train_size=20))
     db = tmp_path / "sk.db"
     summary = run(RunConfig(scenario="sokoban", advantage="grpo", model=raw_tiny_model_dir, db=db,
                             max_steps=2, prompts_per_step=2, group_size=4, eval_size=4, eval_every=2,

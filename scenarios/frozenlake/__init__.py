@@ -31,12 +31,9 @@ from typing import Any
 
 from rlab.scenarios.frozenlake.env import FrozenLakeEnv, level_map, render
 from rlab.scenarios.imitation import imitation_pairs
+from rlab.scenarios.levels import SeedSplits
 
-TRAIN_SIZE = 2000
-HELD_OUT_SEED = 1729
-HELD_OUT_SIZE = 100
-#: Train levels are seeds below this; held-out levels are seeds from it up to twice it.
-SEED_SPLIT = 1_000_000
+LEVELS = SeedSplits(held_out_seed=1729, train_size=2000)
 SFT_EPISODES = 800
 
 
@@ -79,25 +76,14 @@ class FrozenLake:
         return {"id": f"{self.name}-{seed}{suffix}", "prompt": render(level_map(self.size, self.p, seed), 0),
                 "answer": "", "level_seed": seed}
 
-    def held_out_seeds(self) -> list[int]:
-        """The held-out levels: 100 fixed seeds from [1e6, 2e6)."""
-        return random.Random(HELD_OUT_SEED).sample(range(SEED_SPLIT, 2 * SEED_SPLIT), HELD_OUT_SIZE)
-
     def eval_examples(self) -> list[dict[str, Any]]:
         """The fixed held-out split: 100 level seeds from [1e6, 2e6), never trained on."""
-        return [self.example(s) for s in self.held_out_seeds()]
+        return [self.example(s) for s in LEVELS.held_out()]
 
     def train_examples(self, seed: int) -> list[dict[str, Any]]:
         """2,000 distinct level seeds from [0, 1e6), drawn with ``seed``, none of
-        whose maps is a held-out map."""
-        held_out = {level_map(self.size, self.p, s) for s in self.held_out_seeds()}
-        rng, seeds, picked = random.Random(seed), [], set()
-        while len(seeds) < TRAIN_SIZE:
-            s = rng.randrange(SEED_SPLIT)
-            if s not in picked and level_map(self.size, self.p, s) not in held_out:
-                seeds.append(s)
-            picked.add(s)
-        return [self.example(s) for s in seeds]
+        whose maps is a held-out map (:class:`SeedSplits`)."""
+        return [self.example(s) for s in LEVELS.train(seed, lambda s: level_map(self.size, self.p, s))]
 
     def sft_pairs(self, seed: int) -> list[tuple[str, str]]:
         """(context, move) pairs from uniform random moves that stay on the map."""

@@ -26,13 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from rlab.scenarios.imitation import imitation_pairs
+from rlab.scenarios.levels import SeedSplits
 from rlab.scenarios.sokoban.env import SokobanEnv, level, render
 
-TRAIN_SIZE = 1000
-HELD_OUT_SEED = 6174
-HELD_OUT_SIZE = 100
-#: Train levels are seeds below this; held-out levels are seeds from it up to twice it.
-SEED_SPLIT = 1_000_000
+LEVELS = SeedSplits(held_out_seed=6174, train_size=1000)
 SFT_EPISODES = 600
 SYSTEM_PROMPT = "Sokoban: push X onto O. P is you, # wall. Reply u, d, l or r.\n"
 
@@ -67,25 +64,14 @@ class Sokoban:
         return {"id": f"{self.name}-{seed}{suffix}", "prompt": render(*level(self.dim, self.num_boxes, seed)),
                 "answer": "", "level_seed": seed}
 
-    def held_out_seeds(self) -> list[int]:
-        """The held-out levels: 100 fixed seeds from [1e6, 2e6)."""
-        return random.Random(HELD_OUT_SEED).sample(range(SEED_SPLIT, 2 * SEED_SPLIT), HELD_OUT_SIZE)
-
     def eval_examples(self) -> list[dict[str, Any]]:
         """The fixed held-out split: 100 room seeds from [1e6, 2e6), never trained on."""
-        return [self.example(s) for s in self.held_out_seeds()]
+        return [self.example(s) for s in LEVELS.held_out()]
 
     def train_examples(self, seed: int) -> list[dict[str, Any]]:
         """1,000 distinct room seeds from [0, 1e6), drawn with ``seed``, none of
-        whose rooms is a held-out room."""
-        held_out = {row["prompt"] for row in self.eval_examples()}
-        rng, seeds, picked = random.Random(seed), [], set()
-        while len(seeds) < TRAIN_SIZE:
-            s = rng.randrange(SEED_SPLIT)
-            if s not in picked and render(*level(self.dim, self.num_boxes, s)) not in held_out:
-                seeds.append(s)
-            picked.add(s)
-        return [self.example(s) for s in seeds]
+        whose rooms is a held-out room (:class:`SeedSplits`)."""
+        return [self.example(s) for s in LEVELS.train(seed, lambda s: render(*level(self.dim, self.num_boxes, s)))]
 
     def sft_pairs(self, seed: int) -> list[tuple[str, str]]:
         """(context, move) pairs from uniform random moves that change the room."""
