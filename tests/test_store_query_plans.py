@@ -75,6 +75,7 @@ def test_no_reader_query_scans_a_growing_table(reader):
             if sql in ("BEGIN", "COMMIT"):
                 continue
             plan = [row[3] for row in reader._conn.execute("EXPLAIN QUERY PLAN " + sql)]
+            # "SCAN (subquery-N)" reads rows a subquery already selected through an index
             scans = [step for step in plan if step.startswith("SCAN ")
-                     and step.split()[1] not in SMALL_TABLES | {"r"}]
+                     and step.split()[1] not in SMALL_TABLES | {"r"} and not step.startswith("SCAN (subquery-")]
             assert not scans, f"{name}: {sql}\n{plan}"
