@@ -252,20 +252,23 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
         cmd += ["--max-seconds", str(args.max_seconds)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     t0 = time.perf_counter()
-    done = subprocess.run(["nice", "-n", str(args.nice), *cmd], capture_output=True, text=True, env=env,
-                          cwd=db.parent)
-    if done.returncode != 0:
-        raise RuntimeError(f"{name} failed: {done.stderr[-2000:]}")
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    summary = _finished_summary(db, name)
+    if summary is None:
+        done = subprocess.run(["nice", "-n", str(args.nice), *cmd], capture_output=True, text=True, env=env,
+                              cwd=db.parent)
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} failed: {done.stderr[-2000:]}")
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
     reader = StoreReader(db)
     rows = reader.step_metrics(summary["run_id"])
     curve = [[r["step"], r["eval/pass_at_1"]] for r in rows if r.get("eval/pass_at_1") is not None]
     sampled = [r["success_rate"] for r in rows if r.get("success_rate") is not None]
     return {
         "name": name, "method": method, "seed": seed, "lr": lr, "omega": omega,
-        "wall_seconds": round(time.perf_counter() - t0, 1),
+        "wall_seconds": None if summary.get("reused") else round(time.perf_counter() - t0, 1),
+        "reused": bool(summary.get("reused")),
         "train_seconds": summary["seconds"], "steps": summary["steps"],
-        "success_initial": summary["eval_pass_at_1_initial"], "success_final": summary["eval_pass_at_1_final"],
+        "success_initial": curve[0][1] if curve else None, "success_final": curve[-1][1] if curve else None,
         "eval_curve": curve,
         "first_step_all_solved": next((step for step, success in curve if success == 1.0), None),
         # the first eval at or above the stated level: how soon the held-out walk is good enough
@@ -284,6 +287,23 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
         "late_walks": late_walks(reader, summary["run_id"], summary["steps"], args.tail,
                                  get_scenario(args.scenario).success or "reached"),
     }
+
+
+def _finished_summary(db: Path, name: str) -> dict | None:
+    """A run called ``name`` that already finished in ``db`` (an interrupted bench
+    run again with the same ``--db``): its id, steps and seconds (created to ended,
+    evals and load included), so it is read, not rerun. None when there is none;
+    a run of that name that did not finish must be renamed or removed first,
+    since run names are unique."""
+    if not db.exists():
+        return None
+    row = StoreReader(db).run_by_name(name)
+    if row is None:
+        return None
+    if row["status"] != "finished":
+        raise RuntimeError(f"{name} is in {db} but {row['status']}: give the bench another --db")
+    return {"run_id": row["id"], "steps": row["last_step"], "reused": True,
+            "seconds": round(row["ended_at"] - row["created_at"], 1)}
 
 
 def late_walks(reader: StoreReader, run_id: int, last_step: int, tail: int, success: str = "reached") -> dict:
