@@ -23,8 +23,10 @@ def build_messages(group):
 
 
 def make_judge(server, tmp_path, **overrides):
+    # 5 s: a loopback answer on a loaded 2-core box took over 0.5 s and was retried;
+    # the time-out tests set their own
     options = dict(model="judge-test", base_url=server.base_url, api_key=SECRET,
-                   timeout_s=0.5, backoff_base_s=0.01, backoff_max_s=0.05,
+                   timeout_s=5.0, backoff_base_s=0.01, backoff_max_s=0.05,
                    use_cache=False, cache_dir=tmp_path / "cache")
     options.update(overrides)
     return RulerJudge(**options)
