@@ -9,7 +9,7 @@ politeness, the request's key points, no template leftovers).
 
 The data (``data.jsonl``, 40 emails with reference replies written for this
 repo) is meant for a real instruction-tuned model; the reference replies also
-serve as SFT pairs for a fixed 300-step warm start of the tiny policy, which
+serve as SFT pairs for a fixed 200-step warm start of the tiny policy, which
 learns a reply's shape (greeting, sign-off, length), not the store policy.
 A fixed held-out split of 10 emails is drawn with its own seed.
 """
@@ -126,7 +126,7 @@ class SupportReplies:
     # policy to reach a pass@1 target (0.00 after 100 steps at 3 s each): a fixed
     # budget teaches it the shape of a reply (greeting, sign-off), not the policy.
     warm_start_target: float | None = None
-    warm_start_steps: int = 300
+    warm_start_steps: int = 200
     run_defaults: dict[str, Any] = field(default_factory=dict)
 
     def _held_out_ids(self, examples: list[dict[str, Any]]) -> set[str]:
