@@ -62,3 +62,19 @@ def test_steps_per_second_from_arrivals(tmp_path):
         feed.arrivals.clear()
         feed.poll()  # the history read on attaching: a baseline, not a rate
         assert len(feed.arrivals) == 1 and feed.steps_per_second() is None
+
+
+def test_a_run_the_engine_watched_still_feeds_the_recent_groups_table(tmp_path):
+    """Without a replayed watch (the engine raised the alerts) the feed still reads the
+    new steps' groups: the dashboard's recent-groups table was empty on every live run."""
+    from fixtures.smalldb import build_small_db
+    from rlab.store.reader import StoreReader
+    from rlab.tui.feed import RunFeed
+
+    path = tmp_path / "run.db"
+    ids = build_small_db(path)
+    with StoreReader(path) as reader:
+        feed = RunFeed(reader, ids["demo"], replay=None)
+        feed.poll()
+        assert feed.watch is None and len(feed.groups) == 16
+        assert {g["step"] for g in feed.groups} == set(range(8))

@@ -145,9 +145,10 @@ class RunFeed:
         update.events = reader.events(run_id, since_id=self.last_event_id)
         update.rollouts = reader.rollouts_since(run_id, self.last_rollout_rowid,
                                                 limit=self.rollouts.maxlen)
-        if update.steps and self.watch is not None:
-            # Groups of the new steps, for the replayed watch; on the first poll
-            # only the last `backfill_steps` steps (a long run has too many).
+        if update.steps:
+            # Groups of the new steps, for the recent-groups table and a replayed
+            # watch; on the first poll only the last `backfill_steps` steps (a
+            # long run has too many).
             first = self.last_step < 0
             since = update.steps[-1]["step"] - self.backfill_steps if first else -1
             for row in update.steps:
