@@ -242,9 +242,12 @@ def check_options(config: RunConfig) -> None:
         raise CliError(missing)
     if config.resume is None:
         _check_reward_file(config, scenario)
+    from rlab.engine.session import with_scenario_defaults
+
     available = len(scenario.train_examples(config.seed))
-    if config.prompts_per_step > available:
-        raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "
+    prompts = with_scenario_defaults(config, scenario).prompts_per_step  # as the run will have it
+    if prompts > available:
+        raise CliError(f"--prompts-per-step {prompts}: scenario {config.scenario!r} "
                        f"has {available} training prompts; pass at most {available}")
     if config.store:
         check_run_file(config.db, writable=True)

@@ -103,3 +103,14 @@ def test_rubric_loads_in_the_engine():
         [example, example], [example["answer"], "Whatever."])
     assert [r.error for r in results] == [None, None]
     assert results[0].reward == pytest.approx(1.0) and results[1].reward < 0.2
+
+
+def test_a_run_with_the_defaults_fits_the_thirty_training_emails(tmp_path):
+    """RunConfig's 32 prompts a step were refused for 30 emails: `rlab run --scenario
+    support_replies` failed at start. The scenario's run defaults count in the check."""
+    from rlab.engine.cli import CliError, check_options
+    from rlab.engine.config import RunConfig
+
+    check_options(RunConfig(scenario="support_replies", db=tmp_path / "r.db"))  # raises CliError if refused
+    with pytest.raises(CliError, match="has 30 training prompts; pass at most 30"):
+        check_options(RunConfig(scenario="support_replies", prompts_per_step=31, db=tmp_path / "r.db"))

@@ -127,7 +127,9 @@ class SupportReplies:
     # budget teaches it the shape of a reply (greeting, sign-off), not the policy.
     warm_start_target: float | None = None
     warm_start_steps: int = 200
-    run_defaults: dict[str, Any] = field(default_factory=dict)
+    # 30 training emails: RunConfig's 32 prompts a step would be refused; replies
+    # are 30-120 words, not the 6 tokens of an arithmetic answer.
+    run_defaults: dict[str, Any] = field(default_factory=lambda: {"prompts_per_step": 8, "max_new_tokens": 120})
 
     def _held_out_ids(self, examples: list[dict[str, Any]]) -> set[str]:
         ids = sorted(ex["id"] for ex in examples)
