@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlab.engine.policy import sampling
 from rlab.engine.policy.model import Policy
 from rlab.engine.policy.sampling import PrefixCache, left_pad
 
@@ -147,3 +148,25 @@ def test_the_static_cache_path_samples_with_the_sampling_distributions_logprobs(
     if temperature == 0:
         assert [s.token_ids for s in samples] == [s.token_ids for s in policy.sample(prompts, max_new_tokens=6,
                                                                                     temperature=0)]
+
+
+def test_turns_of_equal_length_reuse_kv_without_a_gather_and_sample_the_same(policy, monkeypatch):
+    """The lakes' case: every row's kept prefix and new observation have one length,
+    so the cache is already right-aligned and is only cut (no sort, no gather),
+    and what is sampled equals a full prefill."""
+    base = _prompts(policy, 1)[0]
+    first = [base[:-1] + [base[-1] + i] for i in range(3)]  # three prompts of one length
+    cache = PrefixCache()
+    turn1 = policy.sample(first, max_new_tokens=1, temperature=0, cache=cache)
+    second = [_next_turn(policy, p, s, f" map {i}") for i, (p, s) in enumerate(zip(first, turn1))]
+    fresh = policy.sample(second, max_new_tokens=4, temperature=0)
+
+    def no_sort(*args, **kwargs):
+        raise AssertionError("aligned rows must not be sorted and gathered")
+
+    monkeypatch.setattr(sampling.torch, "sort", no_sort)
+    reused = policy.sample(second, max_new_tokens=4, temperature=0, cache=cache)
+    assert cache.reused_tokens == sum(len(p) for p in first)
+    assert [s.token_ids for s in reused] == [s.token_ids for s in fresh]
+    for a, b in zip(reused, fresh):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)

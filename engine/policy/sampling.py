@@ -149,15 +149,22 @@ def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id:
 def _compact(kv: DynamicCache, mask: torch.Tensor) -> torch.Tensor:
     """Move each row's real positions to the right end of the cache, in order, and cut
     the width to the longest row; return the new mask. Kept prefix and new tokens are
-    padded apart, so without this one long miss would widen every row's attention."""
+    padded apart, so without this one long miss would widen every row's attention.
+    Rows that are already right-aligned (episodes whose turns have equal lengths, as
+    in a lake's turns) only lose the leading padding columns: a view, no gather."""
     lengths = mask.sum(dim=1)
     width = int(lengths.max())
+    compacted = (torch.arange(width, device=mask.device) >= width - lengths[:, None]).long()
+    aligned = torch.equal(mask[:, mask.shape[1] - width:], compacted)
     # Stable sort puts padding (0) first and real positions (1) last, each in order.
-    order = torch.sort(mask, dim=1, stable=True).indices[:, -width:]
+    order = None if aligned else torch.sort(mask, dim=1, stable=True).indices[:, -width:]
     for layer in _attention_layers(kv):
-        index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
-        layer.keys, layer.values = layer.keys.gather(2, index), layer.values.gather(2, index)
-    return (torch.arange(width, device=mask.device) >= width - lengths[:, None]).long()
+        if order is None:
+            layer.keys, layer.values = layer.keys[:, :, -width:], layer.values[:, :, -width:]
+        else:
+            index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+            layer.keys, layer.values = layer.keys.gather(2, index), layer.values.gather(2, index)
+    return compacted
 
 
 def _attention_layers(kv: DynamicCache) -> list[Any]:
@@ -169,10 +176,17 @@ def _attention_layers(kv: DynamicCache) -> list[Any]:
 
 def _keep_rows(cache: PrefixCache, kv: DynamicCache, mask: torch.Tensor, rows: list[int],
                contexts: list[list[int]]) -> None:
-    """Keep batch rows ``rows`` (their real positions only) as the caches of ``contexts``."""
+    """Keep batch rows ``rows`` (their real positions only) as the caches of ``contexts``.
+
+    A row's real positions are its last ``mask[row].sum()`` columns: prompts are
+    left-padded, :func:`_compact` right-aligns a prefilled past, and decoding
+    appends. Copies, not views, so a kept row does not hold the whole batch's KV.
+    """
+    lengths = mask.sum(dim=1).tolist()
     for row, context in zip(rows, contexts):
-        real = mask[row].bool()
-        cache.keep(context, [(layer.keys[row][:, real], layer.values[row][:, real]) for layer in _attention_layers(kv)])
+        start = mask.shape[1] - lengths[row]
+        cache.keep(context, [(layer.keys[row, :, start:].clone(), layer.values[row, :, start:].clone())
+                             for layer in _attention_layers(kv)])
 
 
 @torch.no_grad()
