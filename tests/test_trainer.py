@@ -7,7 +7,7 @@ import torch
 
 from rlab.engine.policy.model import Policy
 from rlab.engine.train import trainer as trainer_module
-from rlab.engine.train.trainer import Trainer, TrainConfig, _collate, micro_batches, vocab_size
+from rlab.engine.train.trainer import Trainer, TrainConfig, _collate, by_length, micro_batches, vocab_size
 from rlab.engine.types import TrainSample
 
 
@@ -96,6 +96,21 @@ def test_micro_batches_fit_the_logits_budget_and_keep_the_order(policy):
     for chunk in chunks:
         assert len(chunk) == 1 or len(chunk) * max(len(s.completion_ids) for s in chunk) * vocab * 4 <= budget
     assert micro_batches(samples, vocab, 1) == [[s] for s in samples]  # over budget alone: one each
+
+
+def test_walks_of_unequal_length_train_in_micro_batches_of_similar_width():
+    """Issue 33: an 8 x 8 lake's episodes run 150 to 1,800 tokens. In one pass every
+    short walk paid for the longest's width; now a group's samples come shortest
+    first, and a micro-batch is cut where its padding would dominate."""
+    prompt = list(range(5, 25))
+    widths = [1200, 30, 1190, 40, 35, 1210]
+    samples = [TrainSample(prompt, [7] * n, [0.0] * n, 1.0) for n in widths]
+    ordered = by_length(samples)
+    assert [len(s.completion_ids) for s in ordered] == sorted(widths)
+    chunks = micro_batches(ordered, vocab=100, budget_bytes=2**30)
+    assert [[len(s.completion_ids) for s in chunk] for chunk in chunks] == [[30, 35, 40], [1190, 1200, 1210]]
+    short = [TrainSample(prompt, [7] * n, [0.0] * n, 1.0) for n in (2, 6, 3, 5) * 16]
+    assert len(micro_batches(by_length(short), vocab=100, budget_bytes=2**30)) == 1  # little padding: one pass
 
 
 def test_micro_batched_update_equals_one_pass(policy, monkeypatch):

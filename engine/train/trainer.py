@@ -73,34 +73,53 @@ def vocab_size(model) -> int:
     return int(model.get_output_embeddings().weight.shape[0])
 
 
+#: A micro-batch is cut before its padding would pass this share of its tokens (rows x
+#: (widest prompt + widest completion)) and :data:`MIN_PADDING_TOKENS`. Episodes of one
+#: step differ in length (an 8 x 8 lake's walks: 150 to 1,800 tokens), and a padded row
+#: still pays for its whole width in attention. Measured: 24 episodes of 420-1,920
+#: tokens, the tiny policy, one thread: 14.2 s an update in one pass, 9.7 s cut at a
+#: share of 0.2 (loss and gradient equal).
+MAX_PADDING_SHARE = 0.2
+#: Padding below this many tokens never cuts: a batch of short completions (arithmetic's
+#: 256 rows of some 16 tokens) costs less padded than as many small passes.
+MIN_PADDING_TOKENS = 1024
+
+
 def micro_batches(samples: list[TrainSample], vocab: int,
                   budget_bytes: int) -> list[list[TrainSample]]:
     """``samples`` cut, in order, into runs whose float32 logits (rows x widest
-    completion x ``vocab`` x 4 bytes) fit ``budget_bytes``; a sample over the
-    budget on its own is a micro-batch by itself. Samples of one group stay
-    adjacent, so most micro-batches still share their prompt's forward pass.
+    completion x ``vocab`` x 4 bytes) fit ``budget_bytes`` and whose padding stays
+    within :data:`MAX_PADDING_SHARE` of their tokens (or :data:`MIN_PADDING_TOKENS`,
+    whichever is more); a sample over the budget on
+    its own is a micro-batch by itself. Samples of one group stay adjacent (and,
+    from :func:`by_length`, of similar lengths), so most micro-batches still share
+    their prompt's forward pass.
     """
     chunks: list[list[TrainSample]] = [[]]
-    widest = 0
+    prompt_width = widest = real = 0
     for sample in samples:
-        wider = max(widest, len(sample.completion_ids))
-        if chunks[-1] and (len(chunks[-1]) + 1) * wider * vocab * 4 > budget_bytes:
+        prompt, completion = len(sample.prompt_ids), len(sample.completion_ids)
+        rows, wider, wider_prompt = len(chunks[-1]) + 1, max(widest, completion), max(prompt_width, prompt)
+        over_budget = rows * wider * vocab * 4 > budget_bytes
+        area = rows * (wider_prompt + wider)
+        padding = area - (real + prompt + completion)
+        if chunks[-1] and (over_budget or padding > max(MAX_PADDING_SHARE * area, MIN_PADDING_TOKENS)):
             chunks.append([])
-            wider = len(sample.completion_ids)
+            wider, wider_prompt, real = completion, prompt, 0
         chunks[-1].append(sample)
-        widest = wider
+        widest, prompt_width, real = wider, wider_prompt, real + prompt + completion
     return chunks
 
 
 def by_length(samples: list[TrainSample]) -> list[TrainSample]:
-    """``samples`` with the groups (samples of one prompt, kept together and in order)
-    ordered by their longest completion, so a micro-batch pads its completions to
-    similar widths instead of the step's widest."""
+    """``samples`` with the groups (samples of one prompt, kept together) ordered by
+    their longest completion, and each group's samples by their own, so a
+    micro-batch pads its completions to similar widths instead of the step's widest."""
     longest: dict[tuple[int, ...], int] = {}
     for sample in samples:
         key = tuple(sample.prompt_ids)
         longest[key] = max(longest.get(key, 0), len(sample.completion_ids))
-    return sorted(samples, key=lambda s: longest[tuple(s.prompt_ids)])  # stable: a group stays together
+    return sorted(samples, key=lambda s: (longest[tuple(s.prompt_ids)], tuple(s.prompt_ids), len(s.completion_ids)))
 
 
 def _run_default(name: str) -> Any:
