@@ -2,13 +2,15 @@
 
     python tests/bench/first_step.py [--scenarios NAME ...] [--limit 60]
 
-Each scenario runs ``rlab run --headless --scenario NAME --max-steps 1`` in
-a fresh folder with ``RLAB_CACHE_DIR`` and ``XDG_CACHE_HOME`` pointing at an
-empty directory, as a newcomer's first run would (issue 33: a first run
-must not build its policy for minutes). The clock runs from the launch to
-the moment the run file holds step 1 (the start-of-run held-out eval is
-included; it comes before step 1), polled every 0.1 s. Scenarios run one
-after the other, never at once. Prints one JSON object: seconds per
+Each scenario runs ``rlab run --headless --scenario NAME`` in a fresh
+folder with ``RLAB_CACHE_DIR`` and ``XDG_CACHE_HOME`` pointing at an empty
+directory, as a newcomer's first run would (issue 33: a first run must not
+build its policy for minutes). The clock runs from the launch to the moment
+the run file holds step 1 (the start-of-run held-out eval is included; it
+comes before step 1), polled every 0.1 s; then the run is stopped with
+SIGTERM. No ``--max-steps 1``: that would make step 1 the last step and add
+the end-of-run eval, which a newcomer's step 1 does not wait for. Scenarios
+run one after the other, never at once. Prints one JSON object: seconds per
 scenario, the slowest, and whether every one is within ``--limit``.
 """
 
@@ -41,6 +43,16 @@ def _has_step_one(db: Path) -> bool:
         return False
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a run as a user's Ctrl-C would (SIGTERM), and kill it if it lingers."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def seconds_to_first_step(name: str, limit: float) -> float | None:
     """Seconds until scenario ``name``'s run file holds step 1; None past ``3 * limit``.
 
@@ -53,14 +65,14 @@ def seconds_to_first_step(name: str, limit: float) -> float | None:
         db = folder / "first.db"
         env = {**os.environ, "RLAB_CACHE_DIR": str(cache), "XDG_CACHE_HOME": str(cache)}
         cmd = [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario", name,
-               "--max-steps", "1", "--db", str(db)]
+               "--db", str(db)]
         t0 = time.perf_counter()
         with subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True) as proc:
             while time.perf_counter() - t0 < 3 * limit:
                 if _has_step_one(db):
                     elapsed = time.perf_counter() - t0
-                    proc.wait()
+                    _stop(proc)
                     return round(elapsed, 2)
                 if proc.poll() is not None:
                     if _has_step_one(db):
