@@ -11,7 +11,10 @@ The alerts ("watch your rollouts, don't blindly trust the reward function"):
 - ``reward_jump``: mean reward jumps after a plateau.
 - ``perfect_share``: a suspicious share of perfect scores in one step.
 - ``length_drift``: mean completion length drifts away from its early level.
-- ``diversity_drop``: distinct-n within groups falls.
+- ``diversity_drop``: distinct-n within the unsolved groups falls. A group whose
+  every trajectory solved the task (its declared success) is left out: eight
+  copies of the one right answer are a task learned, not a collapse (the
+  default arithmetic run raised it twice while its pass@1 rose to 0.84).
 - ``judge_disagreement``: the judge ranks a group against the verifier.
 - ``collapse``: held-out pass@1 falls well below its best (and by more than
   twice the standard error of a difference of two pass@1 on
@@ -102,7 +105,9 @@ class GroupStats:
 
     ``rewards`` are verifier rewards (floats, one per trajectory),
     ``completions`` the trajectories' final texts, ``judge_scores`` the
-    judge's scores in [0, 1] (None where the group was not judged).
+    judge's scores in [0, 1] (None where the group was not judged),
+    ``successes`` the declared success verdicts (``engine.success``; None:
+    no verdict, e.g. an errored score; empty: not known).
     """
 
     step: int
@@ -110,18 +115,38 @@ class GroupStats:
     rewards: list[float]
     completions: list[str]
     judge_scores: list[float | None] = field(default_factory=list)
+    successes: list[bool | None] = field(default_factory=list)
 
     @classmethod
     def of_record(cls, step: int, group_id: int, group: GroupRecord) -> GroupStats:
         """The watch's view of a group the engine just stored as ``group_id``."""
         # an errored trajectory (no reward) counts as 0 here; the run pauses on reward errors anyway
         return cls(step, group_id, [t.reward if t.reward is not None else 0.0 for t in group.trajectories],
-                   [t.completion for t in group.trajectories], [t.judge_score for t in group.trajectories])
+                   [t.completion for t in group.trajectories], [t.judge_score for t in group.trajectories],
+                   [t.success for t in group.trajectories])
 
     @property
     def identical(self) -> bool:
         """Every completion of the group is the same text (a group of two or more)."""
         return len(self.completions) > 1 and len(set(self.completions)) == 1
+
+    @property
+    def solved(self) -> bool:
+        """Every trajectory of the group solved its task (its success verdict is True)."""
+        return bool(self.successes) and all(s is True for s in self.successes)
+
+
+def _perfect_verdict(groups: list[GroupStats], perfect: float) -> str:
+    """What the success verdicts say of the perfect rewards: a task nearly learned
+    (they solved it: little reward spread is left) or a rubric paying for
+    something else; "" where the trajectories carry no verdicts."""
+    verdicts = [ok for g in groups for r, ok in zip(g.rewards, g.successes) if r >= perfect and ok is not None]
+    if not verdicts:
+        return ""
+    solved = sum(verdicts) / len(verdicts)
+    if solved >= 0.9:
+        return f", and {solved:.0%} of those solved the task: few groups keep a reward spread to learn from"
+    return f", but only {solved:.0%} of those solved the task: the rubric pays for something else"
 
 
 @dataclass(frozen=True)
@@ -301,8 +326,8 @@ class AlertWatch:
         if share < th.perfect_share:
             return kind, None
         ids = tuple(g.group_id for g in groups if all(r >= th.perfect_reward for r in g.rewards))
-        return kind, Alert(kind, step, f"{share:.0%} of rewards are perfect (>= {th.perfect_reward:g})",
-                           ids, share)
+        message = f"{share:.0%} of rewards are perfect (>= {th.perfect_reward:g})"
+        return kind, Alert(kind, step, message + _perfect_verdict(groups, th.perfect_reward), ids, share)
 
     def _length_drift(self, step: int, length: float | None,
                       groups: list[GroupStats]) -> tuple[str, Alert | None]:
@@ -324,9 +349,9 @@ class AlertWatch:
 
     def _diversity_drop(self, step: int, groups: list[GroupStats]) -> tuple[str, Alert | None]:
         kind, th = "diversity_drop", self.thresholds
-        if not groups:
+        per_group = {g.group_id: distinct_n(g.completions, th.distinct_n) for g in groups if not g.solved}
+        if not per_group:
             return kind, None
-        per_group = {g.group_id: distinct_n(g.completions, th.distinct_n) for g in groups}
         mean = fmean(per_group.values())
         if len(self._early_distinct) < th.window:
             self._early_distinct.append(mean)
@@ -335,7 +360,7 @@ class AlertWatch:
         if base <= 0 or (base - mean) / base < th.diversity_drop:
             return kind, None
         ids = tuple(sorted(per_group, key=per_group.__getitem__)[:5])
-        return kind, Alert(kind, step, f"distinct-{th.distinct_n} within groups fell "
+        return kind, Alert(kind, step, f"distinct-{th.distinct_n} within unsolved groups fell "
                            f"{base:.2f} -> {mean:.2f}", ids, mean)
 
     def _judge_disagreement(self, step: int, groups: list[GroupStats]) -> tuple[str, Alert | None]:

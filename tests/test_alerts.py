@@ -66,6 +66,38 @@ def test_diversity_drop_when_groups_collapse():
     assert [(a.kind, a.step, a.group_ids) for a in fired] == [("diversity_drop", 3, (103,))]
 
 
+def test_diversity_drop_leaves_out_groups_that_solved_their_task():
+    """Eight copies of the one right answer are a task learned: the default
+    arithmetic run raised diversity_drop twice while its pass@1 rose to 0.84.
+    Solved groups are left out; an unsolved group that collapses still fires."""
+    varied = ["a b c", "d e f", "g h i", "j k l"]
+    same = ["a b c"] * 4
+
+    def group(step, gid, texts, solved):
+        return GroupStats(step, gid, [1.0 if solved else 0.0] * 4, texts, [], [solved] * 4)
+
+    watch = AlertWatch(AlertThresholds(window=2, diversity_drop=0.5))
+    fired = []
+    for step, (texts, solved) in enumerate([(varied, False), (varied, False), (same, True), (same, True)]):
+        fired += watch.observe(step, {}, [group(step, 100 + step, texts, solved),
+                                          group(step, 200 + step, varied, False)])
+    assert fired == []
+    fired = watch.observe(4, {}, [group(4, 104, same, True), group(4, 204, same, False)])
+    assert [(a.kind, a.group_ids) for a in fired] == [("diversity_drop", (204,))]
+
+
+def test_perfect_share_says_whether_the_perfect_rewards_solved_the_task():
+    """The default arithmetic run reaches 91 % perfect rewards at step 243 by
+    learning; a hack reaches 94 % at step 7 by failing. The verdicts tell them apart."""
+    def group(gid, solved):
+        return GroupStats(3, gid, [1.0] * 4, [f"t{i}" for i in range(4)], [], [solved] * 4)
+
+    learned = AlertWatch(AlertThresholds(perfect_share=0.75)).observe(3, {}, [group(1, True), group(2, True)])
+    hacked = AlertWatch(AlertThresholds(perfect_share=0.75)).observe(3, {}, [group(1, False), group(2, True)])
+    assert "100% of those solved the task" in learned[0].message
+    assert "only 50% of those solved the task: the rubric pays for something else" in hacked[0].message
+
+
 def test_judge_disagreement_needs_reversed_rankings():
     watch = AlertWatch()
     agree = _group(1, 1, [0, 0.5, 1], judge=[0.1, 0.5, 0.9])

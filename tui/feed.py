@@ -76,6 +76,7 @@ def group_stats(group: dict) -> GroupStats:
         rewards=[float(t["reward"] or 0.0) for t in trajs],
         completions=[t["completion"] for t in trajs],
         judge_scores=[t.get("judge_score") for t in trajs],
+        successes=[None if t.get("success") is None else bool(t["success"]) for t in trajs],
     )
 
 
