@@ -76,9 +76,9 @@ def vocab_size(model) -> int:
 #: A micro-batch is cut before its padding would pass this share of its tokens (rows x
 #: (widest prompt + widest completion)) and :data:`MIN_PADDING_TOKENS`. Episodes of one
 #: step differ in length (an 8 x 8 lake's walks: 150 to 1,800 tokens), and a padded row
-#: still pays for its whole width in attention. Measured: 24 episodes of 420-1,920
-#: tokens, the tiny policy, one thread: 14.2 s an update in one pass, 9.7 s cut at a
-#: share of 0.2 (loss and gradient equal).
+#: still pays for its whole width in attention. Measured (tests/bench/padding.py, 24
+#: episodes of 420-1,920 tokens, the tiny policy, one thread): 14.3 s an update in one
+#: pass, 8.9 s cut at a share of 0.2 (1.6x; docs/results/padding.json), the same loss.
 MAX_PADDING_SHARE = 0.2
 #: Padding below this many tokens never cuts: a batch of short completions (arithmetic's
 #: 256 rows of some 16 tokens) costs less padded than as many small passes.
