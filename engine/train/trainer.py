@@ -54,7 +54,8 @@ from rlab.engine.types import TrainSample
 #: (15.3, 14.3, 13.7 s). The tiny policy's batches never reach it.
 LOGITS_BUDGET_BYTES = 64 * 2**20
 #: On CUDA the budget is this share of the device's free memory (at least the CPU's): an
-#: H100's 70+ GB take a whole GRPO batch of a small model in one pass, where the CPU's
+#: H100's 70+ GB take a whole GRPO batch of a small model in one pass (unless its padding
+#: would dominate: :data:`MAX_PADDING_SHARE`), where the CPU's
 #: 64 MiB cut SmolLM2's 64 sequences into ~20 micro-batches (about 3 each).
 CUDA_FREE_SHARE = 1 / 8
 
