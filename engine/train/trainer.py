@@ -91,10 +91,9 @@ def micro_batches(samples: list[TrainSample], vocab: int,
     """``samples`` cut, in order, into runs whose float32 logits (rows x widest
     completion x ``vocab`` x 4 bytes) fit ``budget_bytes`` and whose padding stays
     within :data:`MAX_PADDING_SHARE` of their tokens (or :data:`MIN_PADDING_TOKENS`,
-    whichever is more); a sample over the budget on
-    its own is a micro-batch by itself. Samples of one group stay adjacent (and,
-    from :func:`by_length`, of similar lengths), so most micro-batches still share
-    their prompt's forward pass.
+    whichever is more); a sample over the budget on its own is a micro-batch by
+    itself. Samples of one group stay adjacent (and, from :func:`by_length`, of
+    similar lengths), so most micro-batches still share their prompt's forward pass.
     """
     chunks: list[list[TrainSample]] = [[]]
     prompt_width = widest = real = 0
