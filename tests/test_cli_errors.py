@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -192,10 +193,13 @@ def test_a_damaged_run_file_is_one_line_for_every_command(tmp_path, damage, raw_
     db = tmp_path / "run.db"
     damage(db)
     before = files(tmp_path)
-    for argv in (["runs", "--db", str(db)], ["export", "demo", "--out", str(tmp_path / "out"), "--db", str(db)],
-                 ["watch", "--db", str(db)], ["run", "--headless", *tiny(raw_tiny_model_dir, db)],
-                 [*tiny(raw_tiny_model_dir, db)]):
-        result = rlab(*argv, cwd=tmp_path, timeout=120)
+    commands = (["runs", "--db", str(db)], ["export", "demo", "--out", str(tmp_path / "out"), "--db", str(db)],
+                ["watch", "--db", str(db)], ["run", "--headless", *tiny(raw_tiny_model_dir, db)],
+                [*tiny(raw_tiny_model_dir, db)])
+    # At once, as readers of one file: each only reads it, and the default run's time is bounded (CI: 2 cores).
+    with ThreadPoolExecutor(len(commands)) as pool:
+        results = list(pool.map(lambda argv: rlab(*argv, cwd=tmp_path, timeout=120), commands))
+    for argv, result in zip(commands, results):
         assert result.returncode == 2, (argv, result.stderr)
         one_error_line(result.stderr, str(db), "not a readable Rollout Lab run file", "restore")
     assert files(tmp_path) == before
