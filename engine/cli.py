@@ -226,6 +226,7 @@ def check_options(config: RunConfig) -> None:
         raise CliError(f"--scenario: {err}") from None
     except TaskError as err:
         raise CliError(f"--task: {err}") from None
+    config = config.with_run_defaults(scenario.run_defaults)  # every check sees the options the run will have
     if config.model is not None and str(config.model) not in MODEL_ALIASES:
         _check_model(config, config.model)
     if config.device is not None:
@@ -242,12 +243,9 @@ def check_options(config: RunConfig) -> None:
         raise CliError(missing)
     if config.resume is None:
         _check_reward_file(config, scenario)
-    from rlab.engine.session import with_scenario_defaults
-
     available = len(scenario.train_examples(config.seed))
-    prompts = with_scenario_defaults(config, scenario).prompts_per_step  # as the run will have it
-    if prompts > available:
-        raise CliError(f"--prompts-per-step {prompts}: scenario {config.scenario!r} "
+    if config.prompts_per_step > available:
+        raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "
                        f"has {available} training prompts; pass at most {available}")
     if config.store:
         check_run_file(config.db, writable=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -181,6 +182,16 @@ class RunConfig(BaseModel):
                 for e in err.errors(include_url=False))
             raise ValueError(f"{problems} (the settings: {', '.join(AlertThresholds.model_fields)})") from None
         return {name: getattr(checked, name) for name in given}
+
+    def with_run_defaults(self, run_defaults: Mapping[str, Any]) -> RunConfig:
+        """This config with a scenario's ``run_defaults`` where it holds RunConfig's default.
+
+        A scenario may need other settings than the arithmetic recipe (e.g.
+        reward_hacking needs room for several numbers: ``max_new_tokens`` 12).
+        A value the user set (a flag or a run-config key) always wins.
+        """
+        update = {k: v for k, v in run_defaults.items() if k not in self.model_fields_set}
+        return self.model_copy(update=update) if update else self
 
     @model_validator(mode="after")
     def _groups_to_compare(self) -> "RunConfig":

@@ -148,17 +148,6 @@ class _Parts:
         return self
 
 
-def with_scenario_defaults(config: RunConfig, scenario: Scenario) -> RunConfig:
-    """``config`` with the scenario's ``run_defaults`` where it holds RunConfig's default.
-
-    A scenario may need other settings than the arithmetic recipe (e.g.
-    reward_hacking needs room for several numbers: ``max_new_tokens`` 12).
-    A value the user set (a flag or a run-config key) always wins.
-    """
-    update = {k: v for k, v in scenario.run_defaults.items() if k not in config.model_fields_set}
-    return config.model_copy(update=update) if update else config
-
-
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -235,7 +224,7 @@ def start(config: RunConfig) -> Session:
     scenario = load_scenario(config.scenario, config.task)
     if config.resume is not None:
         return _resume(config, StoreWriter(config.db, enabled=config.store), config.resume)
-    config = with_scenario_defaults(config, scenario)
+    config = config.with_run_defaults(scenario.run_defaults)
     model_dir = resolve_model(config.model) if config.model is not None else ensure_tiny_model(scenario, seed=config.seed)
     config = real_model_defaults(config, model_dir)
     _seed_everything(config.seed)
