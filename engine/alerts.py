@@ -15,7 +15,8 @@ The alerts ("watch your rollouts, don't blindly trust the reward function"):
   every trajectory solved the task (its declared success) is left out: eight
   copies of the one right answer are a task learned, not a collapse (the
   default arithmetic run raised it twice while its pass@1 rose to 0.84).
-- ``judge_disagreement``: the judge ranks a group against the verifier.
+- ``judge_disagreement``: the judge ranks a group against the verifier (Kendall's
+  tau-b below ``min_rank_corr``, the statistic of the ``judge/tau`` metric).
 - ``collapse``: held-out pass@1 falls well below its best (and by more than
   twice the standard error of a difference of two pass@1 on
   ``eval/num_examples`` examples, so a small eval's noise is not a fall), or for several
@@ -37,12 +38,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rlab.engine.rewards.judge.agreement import kendall_tau
 from rlab.store.records import GroupRecord
 
 #: Every alert kind, in the order the watch checks them.
@@ -70,7 +73,8 @@ class AlertThresholds(BaseModel):
     length_drift: float = Field(0.5, gt=0, description="Relative change of completions/mean_length vs the early baseline.")
     distinct_n: int = Field(2, ge=1, description="n of distinct-n (word n-grams) within a group.")
     diversity_drop: float = Field(0.5, gt=0, lt=1, description="Relative fall of mean distinct-n vs the early baseline.")
-    min_rank_corr: float = Field(0.0, ge=-1, le=1, description="Spearman rho(judge, verifier) below this is disagreement.")
+    min_rank_corr: float = Field(0.0, ge=-1, le=1, description=(
+        "Kendall tau-b(judge, verifier) of a group below this is disagreement (the statistic of judge/tau)."))
     disagreement_share: float = Field(0.5, gt=0, le=1, description="Share of judged groups of a step that must disagree.")
     collapse_drop: float = Field(0.2, gt=0, le=1, description=(
         "Held-out pass@1 (or the step's success rate, while the policy is deterministic) this far below "
@@ -201,39 +205,10 @@ def distinct_n(completions: list[str], n: int) -> float:
     return len(set(grams)) / len(grams) if grams else 1.0
 
 
-def _ranks(values: list[float]) -> list[float]:
-    """Average ranks (1-based, ties share their mean rank)."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman rank correlation of two equal-length lists (Pearson on average ranks).
-
-    Returns None when it is undefined: fewer than two pairs, or one side
-    constant (e.g. a group whose verifier rewards are all equal).
-    """
-    if len(x) != len(y):
-        raise ValueError(f"spearman needs equal lengths, got {len(x)} and {len(y)}")
-    if len(x) < 2:
-        return None
-    rx, ry = _ranks(x), _ranks(y)
-    mx, my = fmean(rx), fmean(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx = sum((a - mx) ** 2 for a in rx)
-    syy = sum((b - my) ** 2 for b in ry)
-    if sxx == 0 or syy == 0:
-        return None
-    return sxy / (sxx * syy) ** 0.5
+def reward_scale(weights: Mapping[str, float]) -> float:
+    """The most reward a trajectory can earn when every function scores 1: the
+    sum of the positive weights (at least 1), the hack alert's unit of reward."""
+    return max(1.0, sum(w for w in weights.values() if w > 0))
 
 
 class AlertWatch:
@@ -369,16 +344,16 @@ class AlertWatch:
         for g in groups:
             if not g.judge_scores or any(s is None for s in g.judge_scores):
                 continue
-            rho = spearman(g.rewards, [float(s) for s in g.judge_scores if s is not None])
-            if rho is None:
+            tau = kendall_tau(g.rewards, [float(s) for s in g.judge_scores if s is not None])
+            if tau is None:
                 continue
             judged += 1
-            if rho < th.min_rank_corr:
+            if tau < th.min_rank_corr:
                 disagree.append(g.group_id)
         if not judged or len(disagree) / judged < th.disagreement_share:
             return kind, None
         return kind, Alert(kind, step, f"judge and verifier disagree on {len(disagree)}/{judged} "
-                           f"judged groups (Spearman rho < {th.min_rank_corr:g})",
+                           f"judged groups (Kendall tau-b < {th.min_rank_corr:g})",
                            tuple(disagree), len(disagree) / judged)
 
     def _collapse(self, step: int, metrics: dict, groups: list[GroupStats]) -> tuple[str, Alert | None]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats
+from rlab.engine.alerts import AlertThresholds
 from rlab.engine.config import RunConfig
 from rlab.engine.manifest import build_manifest
 from rlab.engine.policy.device import set_cpu_threads, training_options
@@ -31,6 +31,7 @@ from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
 from rlab.engine.policy.vllm import VLLMBackend
 from rlab.engine.policy.vllm_launch import ServeSettings, ServerProcess, find_vllm_python, launch, lora_rank_limit
 from rlab.engine.policy.vllm_pool import VLLMPool, split_urls
+from rlab.engine.recorder import Pauses, Recorder, RunRef
 from rlab.engine.rewards.edit.timeline import resume_versions, reward_plan
 from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.rubric import Rubric, load_rubric
@@ -45,7 +46,6 @@ from rlab.engine.success import SuccessRule
 from rlab.engine.types import Example, Scenario
 from rlab.scenarios import load_scenario
 from rlab.store.reader import StoreReader, resolve_run
-from rlab.store.records import GroupRecord
 from rlab.store.writer import StoreWriter
 
 
@@ -58,47 +58,20 @@ def run_dir(db: Path, name: str) -> Path:
 
 
 @dataclass
-class Session:
-    """Everything a running loop holds.
+class Parts:
+    """The run's working parts, built from its options (:func:`_build`).
 
     rollouts sample from the policy itself (HF generate) or from ``vllm``
-    (vLLM servers that serve the trained LoRA adapter); ``server`` is the vLLM server
-    the run started itself (no ``--vllm-url``), stopped by
-    :meth:`close_servers`; judge is None without
-    ``--judge-model``. rubric scores in ``scoring``, a separate process,
-    so user reward code never runs in the engine (engine.rewards.scoring_process).
-    reward_version counts the rubric versions applied (1 = the scenario's
-    file); first_step is 1, or the step after the checkpoint a resumed run
-    restarts from. success: what counts as solved (``engine.success``).
-    watch: the run's alerts (``engine.alerts``). recent_groups: the last
-    step's last groups, which a reward edit must score cleanly before it is
-    applied; step_groups: the last step's groups as the watch sees them.
-    replays: after a resume, the reward edits of the re-run steps,
-    ``(step, version, rubric)``, applied again at the steps they first took
-    over at (``engine.rewards.edit.timeline``).
+    (vLLM servers that serve the trained LoRA adapter); ``server`` is the
+    vLLM server the run started itself (no ``--vllm-url``), stopped by
+    :meth:`close_servers`; judge is None without ``--judge-model``.
     """
 
-    config: RunConfig
-    scenario: Scenario
     policy: Policy
     vllm: VLLMPool | None
     trainer: Trainer
     rollout: Rollout
     judge: RulerJudge | None
-    writer: StoreWriter
-    run_id: int
-    name: str
-    reward_file: Path
-    rubric: ProcessRubric
-    scoring: ScoringProcess
-    reward_version: int
-    first_step: int
-    rng: random.Random
-    success: SuccessRule
-    watch: AlertWatch
-    recent_groups: list[GroupRecord] = field(default_factory=list)
-    step_groups: list[GroupStats] = field(default_factory=list)
-    replays: list[tuple[int, int, RubricVersion]] = field(default_factory=list)
     server: ServerProcess | None = None
 
     def close_servers(self) -> None:
@@ -108,9 +81,71 @@ class Session:
         if self.server is not None:
             self.server.stop()
 
-    def use_rubric(self, rubric: Rubric | RubricVersion) -> None:
+    def with_events(self, writer: StoreWriter, run_id: int) -> Parts:
+        """Record a dropped rollout server as a ``server_dropped`` event of run ``run_id``."""
+        if self.vllm is not None:
+            self.vllm.on_drop = lambda url, reason: writer.write_event(
+                run_id, "server_dropped", {"url": url, "reason": reason,
+                                           "servers_left": len(self.vllm.backends) if self.vllm else 0})
+        return self
+
+
+@dataclass
+class RunRewards:
+    """The run's reward functions.
+
+    file: the run's own copy of the reward file (what the TUI's editor
+    opens). rubric: the version scoring now, in ``scoring``, a separate
+    process, so user reward code never runs in the engine
+    (``engine.rewards.scoring_process``). replays: after a resume, the
+    reward edits of the re-run steps, ``(step, version, rubric)``, applied
+    again at the steps they first took over at (``engine.rewards.edit.timeline``).
+    The version number in force is the recorder's.
+    """
+
+    file: Path
+    rubric: ProcessRubric
+    scoring: ScoringProcess
+    replays: list[tuple[int, int, RubricVersion]] = field(default_factory=list)
+
+    def use(self, rubric: Rubric | RubricVersion) -> None:
         """Score with ``rubric`` from now on, in the scoring process."""
         self.rubric = ProcessRubric(rubric, self.scoring)
+
+
+@dataclass
+class Session:
+    """Everything a running loop holds, in named parts.
+
+    parts: policy, trainer, sampler, rollout, judge. rewards: the reward
+    functions. recorder: the run's row and its bookkeeping at every step's
+    end (success, storing, events, alerts, commands; ``engine.recorder``).
+    first_step: 1, or the step after the checkpoint a resumed run restarts
+    from. rng: draws each step's prompts (its state is checkpointed).
+    """
+
+    config: RunConfig
+    scenario: Scenario
+    parts: Parts
+    rewards: RunRewards
+    recorder: Recorder
+    first_step: int
+    rng: random.Random
+
+    @property
+    def name(self) -> str:
+        """The run's name (unique in its run file)."""
+        return self.recorder.run.name
+
+    @property
+    def run_id(self) -> int:
+        """The run's row id in the run file."""
+        return self.recorder.run.run_id
+
+    @property
+    def writer(self) -> StoreWriter:
+        """The run file's writer."""
+        return self.recorder.writer
 
     @functools.cached_property
     def train_examples(self) -> list[Example]:
@@ -129,23 +164,11 @@ class Session:
         """This run's folder beside the run file."""
         return run_dir(self.config.db, self.name)
 
-
-@dataclass
-class _Parts:
-    policy: Policy
-    vllm: VLLMPool | None
-    trainer: Trainer
-    rollout: Rollout
-    judge: RulerJudge | None
-    server: ServerProcess | None = None
-
-    def with_events(self, writer: StoreWriter, run_id: int) -> "_Parts":
-        """Record a dropped rollout server as a ``server_dropped`` event of run ``run_id``."""
-        if self.vllm is not None:
-            self.vllm.on_drop = lambda url, reason: writer.write_event(
-                run_id, "server_dropped", {"url": url, "reason": reason,
-                                           "servers_left": len(self.vllm.backends) if self.vllm else 0})
-        return self
+    def close(self) -> None:
+        """Stop what the run started: its servers, its scoring process, its writer."""
+        self.parts.close_servers()
+        self.rewards.scoring.close()
+        self.writer.close()
 
 
 def _seed_everything(seed: int) -> None:
@@ -154,7 +177,7 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> _Parts:
+def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts:
     """Policy (with LoRA if asked), trainer, sampler (hf or vLLM), rollout and judge.
 
     Raises:
@@ -181,7 +204,7 @@ def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> _Parts:
     if config.judge is not None:
         judge = RulerJudge.from_settings(config.judge, rubric=scenario.judge_rubric)
     rollout = Rollout(vllm or policy, scenario, config, tokenizer=policy.tokenizer)
-    return _Parts(policy, vllm, trainer, rollout, judge, server)
+    return Parts(policy, vllm, trainer, rollout, judge, server)
 
 
 def _rollout_servers(config: RunConfig, model_dir: Path, policy: Policy) -> tuple[VLLMPool, ServerProcess | None]:
@@ -237,7 +260,7 @@ def start(config: RunConfig) -> Session:
         raise
 
 
-def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: _Parts) -> Session:
+def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:
     """The new run's files and store rows, once its reward file and success function check out."""
     name = config.name or f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     files = run_dir(config.db, name)
@@ -265,10 +288,10 @@ def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: _Pa
         print(f"rlab: warning: {warning}", file=sys.stderr, flush=True)
         writer.write_event(run_id, "warning", {"warning": warning}, step=0)
     scoring = ScoringProcess()
-    return Session(config, scenario, parts.policy, parts.vllm, parts.trainer,
-                   parts.rollout, parts.judge, writer, run_id, name, reward_file, ProcessRubric(rubric, scoring),
-                   scoring, 1, 1, random.Random(config.seed), success, watch_of(config, rubric.weights),
-                   server=parts.server)
+    return Session(config=config, scenario=scenario, parts=parts,
+                   rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring),
+                   recorder=recorder_of(config, RunRef(writer, run_id, name), success, rubric.weights),
+                   first_step=1, rng=random.Random(config.seed))
 
 
 def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
@@ -297,23 +320,21 @@ def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
     version, replays = resume_versions(reward_plan(reader.events(found["id"])), first_step - 1)
     rubric = versions.get(version) or load_rubric(reward_file)
     scoring = ScoringProcess()
-    session = Session(merged, scenario, parts.policy, parts.vllm, parts.trainer,
-                      parts.rollout, parts.judge, writer, found["id"], found["name"], reward_file,
-                      ProcessRubric(rubric, scoring), scoring, version, first_step, rng,
-                      SuccessRule.of(scenario, merged), watch_of(merged, rubric.weights), server=parts.server)
-    session.replays = [(step, v, versions[v]) for step, v in replays if v in versions]
-    return session
+    run_ref = RunRef(writer, found["id"], found["name"])
+    return Session(config=merged, scenario=scenario, parts=parts,
+                   rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring,
+                                      [(step, v, versions[v]) for step, v in replays if v in versions]),
+                   recorder=recorder_of(merged, run_ref, SuccessRule.of(scenario, merged), rubric.weights, version),
+                   first_step=first_step, rng=rng)
 
 
-def reward_scale(weights: dict[str, float]) -> float:
-    """The most reward a trajectory can earn when every function scores 1: the
-    sum of the positive weights (at least 1), the hack alert's unit of reward."""
-    return max(1.0, sum(w for w in weights.values() if w > 0))
-
-
-def watch_of(config: RunConfig, weights: dict[str, float]) -> AlertWatch:
-    """The run's alert watch: its ``--alert`` thresholds, the rubric's reward scale."""
-    return AlertWatch(AlertThresholds.model_validate(config.alerts), reward_scale(weights))
+def recorder_of(config: RunConfig, run: RunRef, success: SuccessRule, weights: dict[str, float],
+                version: int = 1) -> Recorder:
+    """The run's recorder: its ``--alert`` thresholds, its success rule and what pauses it."""
+    pauses = Pauses(reward_error=config.pause_on_reward_error,
+                    judge_failure=config.judge is not None and config.judge.on_failure == "pause")
+    return Recorder(run, success=success, weights=weights, version=version,
+                    thresholds=AlertThresholds.model_validate(config.alerts), pauses=pauses)
 
 
 def _as_rng_state(state: list | tuple) -> tuple:
@@ -325,7 +346,8 @@ def _as_rng_state(state: list | tuple) -> tuple:
 def checkpoint(session: Session, step: int) -> Path:
     """Weights (or LoRA adapter), optimizer and RNG state under the run dir; recorded in the store."""
     path = session.files / "checkpoints" / f"step-{step:06d}"
-    save_checkpoint(path, session.policy.model, session.trainer.optimizer, step, rng_state=session.rng.getstate())
+    save_checkpoint(path, session.parts.policy.model, session.parts.trainer.optimizer, step,
+                    rng_state=session.rng.getstate())
     session.writer.write_checkpoint(session.run_id, step, path)
     prune_checkpoints(session.writer, session.run_id, session.config.keep_checkpoints)
     return path

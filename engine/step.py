@@ -19,20 +19,16 @@ import math
 import sys
 import time
 
-from rlab.engine.alerts import GroupStats
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.device import clock, peak_memory_metric
+from rlab.engine.recorder import StepRecord, say
 from rlab.engine.reporting import Reporter
-from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
-from rlab.engine.rewards.scoring import Scored, score
+from rlab.engine.rewards.scoring import score
 from rlab.engine.rollout.play import HeldOut
-from rlab.engine.session import Session, checkpoint, reward_scale, start
+from rlab.engine.session import Session, checkpoint, start
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.train.batch import to_batch
 from rlab.engine.train.guard import check_finite
-from rlab.engine.types import StepBatch
-from rlab.store.control import Controller
-from rlab.store.stepstats import step_stats
 
 
 class Terminated(BaseException):
@@ -64,9 +60,7 @@ def run(config: RunConfig) -> dict:
         session.writer.set_status(session.run_id, "failed")
         raise
     finally:
-        session.close_servers()
-        session.scoring.close()
-        session.writer.close()
+        session.close()
         reporter.close()  # last: a dashboard that fails to flush must not keep the store open
 
 
@@ -83,14 +77,13 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     gets every step's metrics (Trackio, TensorBoard: engine.reporting).
     """
     reporter = reporter or Reporter([], session.config.db)
-    cfg, writer = session.config, session.writer
-    controller = Controller(writer, session.run_id)
-    _say(f"held-out evaluation of the starting policy ({len(session.eval_examples)} examples, "
-         f"pass@1 = {session.success.label})")
+    cfg, recorder = session.config, session.recorder
+    controller = recorder.controller
+    say(f"held-out evaluation of the starting policy ({len(session.eval_examples)} examples, "
+        f"pass@1 = {recorder.success.label})")
     initial = evaluate(session)
-    writer.write_step(session.run_id, session.first_step - 1, initial.metrics())
-    reporter.log(session.first_step - 1, initial.metrics())
-    raise_alerts(session, controller, session.first_step - 1, initial.metrics())  # the watch's best pass@1
+    # the watch's best pass@1 starts from the starting policy's
+    reporter.log(session.first_step - 1, recorder.record(StepRecord(session.first_step - 1, [], initial.metrics())))
     t_start = time.perf_counter()
 
     def running() -> float:  # seconds of training so far: wall time less pauses
@@ -103,22 +96,22 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     cycle_start = running()
     while not _budget_spent(cfg, step, running()):
         controller.poll(step)
-        controller.wait_while_paused(step, lambda: writer.heartbeat(session.run_id, step))
+        controller.wait_while_paused(step, lambda: session.writer.heartbeat(session.run_id, step))
         if controller.stop:
             break
-        if session.replays and session.replays[0][0] == step:
+        if session.rewards.replays and session.rewards.replays[0][0] == step:
             replay_reward_edit(session, step)
         if controller.pending_rewards is not None:
-            apply_reward_edit(session, controller, step)
+            apply_reward_edit(session, step)
         # Linear decay to lr_final_ratio over the budget, as TRL's default
         # (linear) schedule does over its steps; seconds count as budget too.
         # The warm-up keeps the fresh optimizer's first, sign-like Adam steps
         # from knocking the policy off its warm start.
         used = budget_fraction(cfg, step, running())
         warm = min(1.0, step / cfg.lr_warmup_steps) if cfg.lr_warmup_steps else 1.0
-        session.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
-        metrics = train_step(session, controller, step)
-        metrics["learning_rate"] = session.trainer.learning_rate
+        session.parts.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
+        record = train_step(session, step)
+        record.metrics["learning_rate"] = session.parts.trainer.learning_rate
         evaluated = 0.0
         if step % cfg.eval_every == 0:
             t_eval = running()
@@ -126,82 +119,67 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
             curve.append([round(t_eval - eval_s, 2), _value(held_out.pass_at_1)])
             evaluated = running() - t_eval
             eval_s += evaluated
-            metrics.update(held_out.metrics())
+            record.metrics.update(held_out.metrics())
         # The step and the loop's own work (store writes, command polls, alerts,
         # checkpoints) since the last step's metrics went out; evals and pauses left out.
-        metrics["time/cycle"] = running() - cycle_start - evaluated
+        record.metrics["time/cycle"] = running() - cycle_start - evaluated
         cycle_start = running()
-        metrics["elapsed_seconds"] = running()
-        writer.write_step(session.run_id, step, metrics)
+        record.metrics["elapsed_seconds"] = running()
+        metrics = recorder.record(record)
         reporter.log(step, metrics)
-        writer.heartbeat(session.run_id, step)
-        raise_alerts(session, controller, step, metrics)
         if step % cfg.checkpoint_every == 0:
             checkpoint(session, step)
         _progress(step, metrics, running(), step - session.first_step + 1, logged)
         controller.end_of_step(step)
         step += 1
-    return _finish(session, controller, step - 1, initial, running(), curve, eval_s)
+    return _finish(session, step - 1, initial, running(), curve, eval_s)
 
 
-def train_step(session: Session, controller: Controller, step: int) -> dict[str, float]:
-    """Engine step ``step``: roll out, score, advantages, store, update; its metrics.
+def train_step(session: Session, step: int) -> StepRecord:
+    """Engine step ``step``: roll out, score, advantages, update; the step as the recorder takes it.
 
-    Besides the metrics of :func:`_step_metrics`, the wall seconds of each
-    phase: ``time/generation``, ``time/scoring``, ``time/update`` and
-    ``time/adapter_sync`` (0 without vLLM), for tests/bench/backends.py; the
-    clock waits for the device's queued kernels at each phase's end.
+    Its metrics are the trainer's (``loss``, ``grad_norm``, ...), the
+    judge's, the reward version and error count, and the wall seconds of
+    each phase: ``time/generation``, ``time/scoring``, ``time/update``,
+    ``time/adapter_sync`` (0 without vLLM) and ``step_seconds``, for
+    tests/bench/backends.py; the clock waits for the device's queued kernels
+    at each phase's end. The recorder adds those computed from the groups
+    (``reward``, ``success_rate``, lengths: ``store.stepstats``).
     """
-    device = session.policy.device
+    parts, cfg = session.parts, session.config
+    device = parts.policy.device
     t0 = clock(device)
-    cfg = session.config
     examples = session.rng.sample(session.train_examples, cfg.prompts_per_step)
-    rollouts = session.rollout.play(examples)
+    rollouts = parts.rollout.play(examples)
     t_played = clock(device)
-    scored = score(rollouts, session.rubric, session.judge, cfg.judge.weight if cfg.judge else 1.0)
+    scored = score(rollouts, session.rewards.rubric, parts.judge, cfg.judge.weight if cfg.judge else 1.0)
     t_scored = clock(device)
     advantages = rollout_advantages(rollouts, scored.rewards, skip=scored.judge_failed | scored.errored_groups,
                                     method=cfg.advantage, turn_rewards=scored.turn_rewards, gamma=cfg.gamma,
                                     omega=cfg.omega, mode=cfg.gigpo_mode)
-    batch = to_batch(rollouts, scored, advantages, session.reward_version, session.success,
-                     per_turn=cfg.train_unit == "turn")
-    session.recent_groups = batch.groups[-CHECK_GROUPS:]
-    group_ids = _store_groups(session, controller, step, batch)
-    session.step_groups = [GroupStats.of_record(step, group_id, group)
-                           for group_id, group in zip(group_ids, batch.groups)]
-    _record_judge(session, controller, step, scored, group_ids)
+    batch = to_batch(rollouts, scored, advantages, session.recorder.version, per_turn=cfg.train_unit == "turn")
     t_update = clock(device)
-    update = session.trainer.step(batch.samples)
-    check_finite(session.policy.model, step, f"--lr ({cfg.lr}), --beta ({cfg.beta}) or --lora-alpha ({cfg.lora_alpha})")
+    update = parts.trainer.step(batch.samples)
+    check_finite(parts.policy.model, step, f"--lr ({cfg.lr}), --beta ({cfg.beta}) or --lora-alpha ({cfg.lora_alpha})")
     t_sync = clock(device)
-    if session.vllm is not None:
-        session.vllm.sync_policy(session.policy.model, step, session.files / "adapters")
+    if parts.vllm is not None:
+        parts.vllm.sync_policy(parts.policy.model, step, session.files / "adapters")
     t_synced = clock(device)
-    _record_reward_errors(session, controller, step, batch)
-    metrics = _step_metrics(batch, update, clock(device) - t0, session.reward_version, session.policy.device)
-    metrics.update({"time/generation": t_played - t0, "time/scoring": t_scored - t_played,
-                    "time/update": t_sync - t_update, "time/adapter_sync": t_synced - t_sync})
-    return metrics
+    seconds = clock(device) - t0
+    metrics = {"step_seconds": seconds, "step_time": seconds,  # TRL's name for the same wall-clock seconds
+               "reward_errors": len(scored.errors), "reward_version": session.recorder.version,
+               **update, **peak_memory_metric(device), **batch.metrics,
+               "time/generation": t_played - t0, "time/scoring": t_scored - t_played,
+               "time/update": t_sync - t_update, "time/adapter_sync": t_synced - t_sync}
+    judged = scored.judged.results if scored.judged is not None else None
+    return StepRecord(step, batch.groups, metrics, judged, scored.errors)
 
 
 def evaluate(session: Session) -> HeldOut:
     """Held-out greedy evaluation: pass@1 by the run's success rule (nan when a
     score errored: pass@1 is never computed from errored scores), the mean
     reward and each reward function's mean."""
-    return session.rollout.evaluate(session.eval_examples, session.rubric, session.success)
-
-
-def raise_alerts(session: Session, controller: Controller, step: int, metrics: dict[str, float]) -> None:
-    """Run the watch on this step (``engine.alerts``): store each alert as an
-    event, print it, and pause the run on the kinds in ``pause_on``."""
-    for alert in session.watch.observe(step, metrics, session.step_groups):
-        session.writer.write_event(session.run_id, "alert", alert.payload(), step=step)
-        _say(alert.line())
-        if alert.action == "pause":
-            controller.pause(step, f"alert: {alert.kind}", message=alert.message)
-            _say(f"paused at step {step}; look at the groups with `rlab watch --db {session.config.db} "
-                 f"{session.name}`, then resume with `rlab resume {session.name} --db {session.config.db}` "
-                 "(or space in the TUI)")
+    return session.parts.rollout.evaluate(session.eval_examples, session.rewards.rubric, session.recorder.success)
 
 
 def _value(pass_at_1: float) -> float | None:
@@ -209,105 +187,28 @@ def _value(pass_at_1: float) -> float | None:
     return None if math.isnan(pass_at_1) else pass_at_1
 
 
-def _say(line: str) -> None:
-    """One line for a person watching a headless run (stderr; on a terminal, below the progress line)."""
-    print(f"{chr(10) if sys.stderr.isatty() else ''}rlab: {line}", file=sys.stderr, flush=True)
-
-
-def _store_groups(session: Session, controller: Controller, step: int, batch: StepBatch) -> list[int]:
-    """One transaction per group; commands (pause, stop) are read between groups."""
-    group_ids = []
-    for group in batch.groups:
-        group_ids.append(session.writer.write_group(session.run_id, step, group))
-        controller.poll(step)
-        controller.wait_while_paused(step, lambda: session.writer.heartbeat(session.run_id, step))
-    return group_ids
-
-
-def _record_judge(session: Session, controller: Controller, step: int, scored: Scored,
-                  group_ids: list[int]) -> None:
-    """Store every judge call; make failed groups visible (event) and pause if configured."""
-    if scored.judged is None:
-        return
-    failed = []
-    for group_id, result, ok in zip(group_ids, scored.judged.results, scored.judged.ok):
-        session.writer.write_judge_call(session.run_id, group_id, step=step, **result.call_fields())
-        if not ok:
-            failed.append({"group_id": group_id, "error": result.error})
-    if failed:
-        session.writer.write_event(session.run_id, "judge_failed", {"groups": failed}, step=step)
-        if session.config.judge is not None and session.config.judge.on_failure == "pause":
-            controller.pause(step, "judge failed", groups=len(failed))
-
-
-def _record_reward_errors(session: Session, controller: Controller, step: int, batch: StepBatch) -> None:
-    if not batch.errors:
-        return
-    session.writer.write_event(session.run_id, "error",
-                               {"reward_errors": batch.errors, "first": batch.first_error}, step=step)
-    if session.config.pause_on_reward_error:
-        # A version that errs during training must not train on zeros unseen: stop here and
-        # let the user go back (u in the TUI: the previous reward version) or fix it.
-        back = {"undo": "press u in the TUI for the previous reward version"} if session.reward_version > 1 else {}
-        controller.pause(step, "reward function error", first=batch.first_error,
-                         version=session.reward_version, **back)
-
-
-def _step_metrics(batch: StepBatch, update: dict[str, float], seconds: float, version: int,
-                  device: str = "cpu") -> dict[str, float]:
-    """The step's metrics, named as TRL names them where TRL has the metric:
-    the reward, per-function and length metrics from the stored records
-    (``store.stepstats.step_stats``, the importers' definition too), then the
-    trainer's (``update``), wall seconds, the reward version in force and errors."""
-    return {
-        **step_stats(batch.groups),
-        "step_seconds": seconds,
-        "step_time": seconds,  # TRL's name for the same wall-clock seconds
-        "reward_errors": batch.errors,
-        "reward_version": version,
-        **update,
-        **peak_memory_metric(device),
-        **batch.metrics,
-    }
-
-
-def apply_reward_edit(session: Session, controller: Controller, step: int) -> None:
+def apply_reward_edit(session: Session, step: int) -> None:
     """Apply a pending ``set_rewards`` at this step boundary, or reject it with the reason.
 
     The edit passes the reward editor's checks first, on the last step's
-    groups (engine.rewards.edit.gate); a rejected edit leaves the run on its
+    groups (``Recorder.check_edit``); a rejected edit leaves the run on its
     current version and never fails it.
     """
-    assert controller.pending_rewards is not None
-    command_id, payload = controller.pending_rewards
-    controller.pending_rewards = None
-    samples = check_samples(session.recent_groups, multi_step=session.scenario.multi_step)
-    try:
-        rubric = accept_edit(payload, samples, filename=session.reward_file.name, success=session.success)
-    except EditRejected as err:
-        session.writer.resolve_command(command_id, "rejected", str(err))
-        session.writer.write_event(session.run_id, "error", {"reward_edit_rejected": str(err)}, step=step)
+    recorder = session.recorder
+    checked = recorder.check_edit(step, filename=session.rewards.file.name, multi_step=session.scenario.multi_step)
+    if checked is None:
         return
-    session.use_rubric(rubric)
-    session.watch.reward_scale = reward_scale(rubric.weights)
-    session.reward_version += 1
-    sha = session.writer.write_reward_version(session.run_id, session.reward_version, rubric.source,
-                                              rubric.weights)
-    session.writer.write_event(session.run_id, "reward_edit",
-                               {"version": session.reward_version, "sha256": sha, "weights": rubric.weights},
-                               step=step)
-    session.writer.resolve_command(command_id, "applied")
+    command_id, rubric = checked
+    session.rewards.use(rubric)
+    recorder.switch_rewards(step, recorder.version + 1, rubric, from_step=step, command_id=command_id)
 
 
 def replay_reward_edit(session: Session, step: int) -> None:
     """After a resume: switch to the reward version this step first ran with
-    (``Session.replays``), recorded as a replayed ``reward_edit``."""
-    _, version, rubric = session.replays.pop(0)
-    session.use_rubric(rubric)
-    session.watch.reward_scale = reward_scale(rubric.weights)
-    session.reward_version = version
-    session.writer.write_event(session.run_id, "reward_edit", {"version": version, "weights": rubric.weights,
-                                                               "replayed": True}, step=step)
+    (``RunRewards.replays``), recorded as a replayed ``reward_edit``."""
+    _, version, rubric = session.rewards.replays.pop(0)
+    session.rewards.use(rubric)
+    session.recorder.switch_rewards(step, version, rubric, from_step=step, replayed=True)
 
 
 def _budget_spent(config: RunConfig, step: int, elapsed_s: float) -> bool:
@@ -360,17 +261,17 @@ def _progress(step: int, metrics: dict[str, float], elapsed: float, done: int,
         print(shown, file=sys.stderr, flush=True)
 
 
-def _finish(session: Session, controller: Controller, last: int, initial: HeldOut, seconds: float,
+def _finish(session: Session, last: int, initial: HeldOut, seconds: float,
             curve: list[list[float | None]], eval_s: float) -> dict:
     """Final held-out eval, last checkpoint, status; the summary."""
     held_out = evaluate(session)
     final = _value(held_out.pass_at_1)
     if last >= session.first_step and last % session.config.eval_every != 0:
         curve.append([round(seconds - eval_s, 2), final])
-    session.writer.write_step(session.run_id, last, held_out.metrics())
+    session.recorder.add_metrics(last, held_out.metrics())
     if last >= session.first_step and last % session.config.checkpoint_every != 0:
         checkpoint(session, last)
-    status = "stopped" if controller.stop else "finished"
+    status = "stopped" if session.recorder.controller.stop else "finished"
     session.writer.set_status(session.run_id, status)
     if sys.stderr.isatty():  # end the rewritten progress line
         print(file=sys.stderr)

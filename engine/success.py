@@ -89,9 +89,13 @@ class SuccessRule:
     def passed(self, score: ScoreResult) -> bool | None:
         """Whether ``score`` is solved; None when it has no verdict (an errored
         score, or a success function that returned no finite value)."""
-        if score.error is not None:
-            return None
-        value = score.reward if self.function is None else score.components.get(self.function)
+        return None if score.error is not None else self.verdict(score.reward, score.components)
+
+    def verdict(self, total: float, components: Mapping[str, float]) -> bool | None:
+        """Whether a scored trajectory is solved: ``function``'s unweighted value
+        in ``components`` (the verifier's ``total`` reward when ``function`` is
+        None) against ``threshold``; None when that value is missing or not finite."""
+        value = total if self.function is None else components.get(self.function)
         if value is None or not math.isfinite(value):
             return None
         return value >= self.threshold

@@ -8,7 +8,9 @@ is OpenPipe ART's trajectories: one type, a group of them per prompt).
 A *group* is the G trajectories played from one example; one step's
 :class:`Rollouts` is P groups. The stored form of these (``GroupRecord``,
 ``TrajectoryRecord``, ``TurnRecord``) lives in ``rlab.store.records``, since
-the store may not import the engine. See docs/architecture.md.
+the store may not import the engine; a step's records and trainer samples
+together are ``engine.train.batch.StepBatch``. Scenarios import this module,
+so it imports neither the store nor torch. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-from rlab.store.records import GroupRecord
 
 if TYPE_CHECKING:  # torch-backed; only the type is needed here
     from rlab.engine.policy.sampling import PrefixCache
@@ -295,21 +295,3 @@ class MultiStepScenario(Scenario, Protocol):
     def make_env(self, example: Example) -> Environment:
         """A fresh environment for ``example``."""
         ...
-
-
-@dataclass
-class StepBatch:
-    """What one step's rollouts produced, ready to store and train on.
-
-    groups: store records, one per example (each trajectory's record holds
-    the reward its advantage was computed from). samples: trainer inputs (one
-    per trajectory: a multi-step episode trains as one sequence). errors /
-    first_error: reward-function errors this step. metrics: extra per-step
-    metrics (judge, GiGPO, episodes).
-    """
-
-    groups: list[GroupRecord]
-    samples: list[TrainSample]
-    errors: int = 0
-    first_error: str | None = None
-    metrics: dict[str, float] = field(default_factory=dict)

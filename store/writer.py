@@ -288,6 +288,20 @@ class StoreWriter:
             *(pack(t.token_ends, t.logprobs) if t.logprobs is not None else (None, None)),
         )
 
+    @_noop_when_disabled(list)
+    def write_step_whole(self, run_id: int, step: int, groups: list[GroupRecord], metrics: dict[str, Any],
+                         judge_calls: list[dict[str, Any]] | None = None) -> list[int]:
+        """Store one step whole, in one transaction: its groups, one judge call per
+        group (``judge_calls[i]``: :meth:`write_judge_call`'s keyword fields for
+        group ``i``) and its metrics (:meth:`write_step`); return the group ids.
+        A process killed meanwhile leaves the step whole or absent."""
+        with write_transaction(self.database):
+            group_ids = [self._insert_group(run_id, step, group) for group in groups]
+            for group_id, call in zip(group_ids, judge_calls or []):
+                self.write_judge_call(run_id, group_id, step=step, **call)
+            self.write_step(run_id, step, metrics)
+            return group_ids
+
     @_noop_when_disabled()
     def write_step(self, run_id: int, step: int, metrics: dict[str, Any]) -> None:
         """Upsert the metrics of one step and advance the run's ``last_step``.

@@ -8,7 +8,8 @@ import time
 import pydantic
 import pytest
 
-from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, distinct_n, spearman
+from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, distinct_n
+from rlab.engine.rewards.judge.agreement import kendall_tau
 from rlab.engine.policy.tiny import embedded_dir
 from rlab.scenarios import get_scenario
 from rlab.store.control import send_command
@@ -107,6 +108,14 @@ def test_judge_disagreement_needs_reversed_rankings():
     assert [(a.kind, a.group_ids) for a in fired] == [("judge_disagreement", (2,))]
 
 
+def test_judge_disagreement_reads_kendall_tau_b_as_the_judge_tau_metric_does():
+    """Two swapped pairs of five: Spearman's rho is 0.8, Kendall's tau-b 0.6."""
+    watch = AlertWatch(AlertThresholds(min_rank_corr=0.7))
+    group = _group(1, 7, [0.1, 0.2, 0.3, 0.4, 0.5], judge=[0.2, 0.1, 0.4, 0.3, 0.5])
+    [alert] = watch.observe(1, {}, [group])
+    assert alert.kind == "judge_disagreement" and "Kendall tau-b < 0.7" in alert.message
+
+
 def test_steps_out_of_order_are_refused():
     watch = AlertWatch()
     watch.observe(5, {}, [])
@@ -119,12 +128,13 @@ def test_thresholds_reject_unknown_keys():
         AlertThresholds.model_validate({"jupm": 0.3})
 
 
-def test_distinct_n_and_spearman():
+def test_distinct_n_and_the_rank_statistic_of_judge_disagreement():
     assert distinct_n(["7"] * 8, 2) == pytest.approx(1 / 8)
     assert distinct_n(["a b c", "a b d"], 2) == pytest.approx(3 / 4)
-    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
-    assert spearman([1, 1, 1], [1, 2, 3]) is None
-    assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486833)
+    # judge_disagreement ranks by Kendall tau-b, the statistic of the judge/tau metric
+    assert kendall_tau([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert kendall_tau([1, 1, 1], [1, 2, 3]) is None
+    assert kendall_tau([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(5 / 30 ** 0.5)
 
 
 # Recorded from a reward_hacking run (default recipe, seed 0): completions/mean_length

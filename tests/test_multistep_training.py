@@ -20,7 +20,6 @@ from rlab.engine.rewards.scoring import score
 from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
 from rlab.engine.rollout.episodes import run_group
 from rlab.engine.rollout.play import Rollout
-from rlab.engine.success import SuccessRule
 from rlab.engine.train.advantages import grpo, rollout_advantages
 from rlab.engine.train.batch import episode_samples, to_batch, train_samples
 from rlab.engine.train.trainer import TrainConfig, Trainer, _collate
@@ -92,7 +91,7 @@ def test_a_reward_edit_changes_the_next_steps_multi_step_advantages():
     try:
         _, before = advantages_of(rollouts, ProcessRubric(rubric, process))
         scored = score(rollouts, rubric)
-        groups = to_batch(rollouts, scored, before, 1, SuccessRule()).groups
+        groups = to_batch(rollouts, scored, before, 1).groups
         edited = accept_edit({"source": rubric.source, "weights": {"solved": 2.0, "env_reward": 0.0}},
                              check_samples(groups, multi_step=True))
         _, after = advantages_of(rollouts, ProcessRubric(edited, process))
@@ -215,7 +214,7 @@ def test_the_reward_editor_preview_scores_env_reward_as_the_run_did(tmp_path):
     scored, advantages = advantages_of(rollouts, rubric)
     writer = StoreWriter(tmp_path / "runs.db")
     run_id = writer.start_run("guess", "number_guess", {}, {})
-    writer.write_groups(run_id, 1, to_batch(rollouts, scored, advantages, 1, SuccessRule()).groups)
+    writer.write_groups(run_id, 1, to_batch(rollouts, scored, advantages, 1).groups)
     writer.close()
     groups = recent_groups(StoreReader(tmp_path / "runs.db"), run_id, 3)
     env_only = rubric.source.replace('WEIGHTS = {"solved": 1.0, "env_reward": 0.0}',

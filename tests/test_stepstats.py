@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from rlab.engine.step import _step_metrics
-from rlab.engine.types import StepBatch
+from rlab.engine.recorder import Recorder, RunRef, StepRecord
+from rlab.engine.success import SuccessRule
 from rlab.store.records import GroupRecord, TrajectoryRecord
 from rlab.store.stepstats import grpo_advantages, step_stats
+from rlab.store.writer import StoreWriter
 
 
 def _t(reward, components, tokens, truncated=False, prompt_tokens=5):
@@ -61,9 +62,11 @@ def test_grpo_advantages_mean_centred_and_zero_for_equal_rewards():
     assert grpo_advantages([0.3]).tolist() == [0.0]
 
 
-def test_engine_step_metrics_carry_trl_parity_names():
-    batch = StepBatch(groups=GROUPS, samples=[])
-    metrics = _step_metrics(batch, {"loss": 0.1}, seconds=2.5, version=1)
+def test_engine_step_metrics_carry_trl_parity_names(tmp_path):
+    writer = StoreWriter(tmp_path / "r.db")
+    run = RunRef(writer, writer.start_run("r", "arithmetic", {}, {}), "r")
+    recorder = Recorder(run, success=SuccessRule("correct"), weights={"correct": 1.0, "short": 0.0})
+    metrics = recorder.record(StepRecord(1, GROUPS, {"loss": 0.1, "step_seconds": 2.5, "step_time": 2.5}))
     for name in ("rewards/correct/mean", "rewards/short/std", "completions/clipped_ratio",
                  "completions/mean_terminated_length", "num_tokens"):
         assert name in metrics, name

@@ -69,21 +69,19 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats
+from rlab.engine.alerts import AlertThresholds
 from rlab.engine.config import JudgeSettings
 from rlab.engine.integrations.trl_judge import JUDGE_NAME, JudgedBatch, JudgeReward
 from rlab.engine.integrations.trl_ranks import Ranks
 from rlab.engine.integrations.trl_rewards import FixedReward, GenerationRows, TrlRewards, functions_source
+from rlab.engine.recorder import Pauses, Recorder, RunRef, StepRecord, say
 from rlab.engine.rewards.edit.check import validate
-from rlab.engine.rewards.edit.gate import EditRejected, accept_edit, check_samples
+from rlab.engine.rewards.edit.gate import check_samples
 from rlab.engine.rewards.scoring_process import RubricVersion
 from rlab.engine.success import SuccessRule
-from rlab.store.control import Controller
-from rlab.store.db import write_transaction
 from rlab.store.formats.trl import FIXED_COLUMNS, NAME, rows_to_step
 from rlab.store.formats.write import free_name
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, GroupRecord
-from rlab.store.stepstats import step_stats
 from rlab.store.writer import StoreWriter
 
 #: Version 1's reward file, written into the trainer's output_dir.
@@ -134,12 +132,6 @@ def split_groups(groups: list[GroupRecord], size: int | None) -> list[GroupRecor
     return out
 
 
-def reward_scale(weights: dict[str, float]) -> float:
-    """The most reward a completion can earn when every function gives 1 (at
-    least 1): the hack alert's unit, as ``engine.session.reward_scale``."""
-    return max(1.0, sum(w for w in weights.values() if w > 0))
-
-
 class RlabCallback(TrainerCallback):
     """A ``transformers.TrainerCallback`` attaching the lab to a GRPOTrainer (see the module doc).
 
@@ -156,8 +148,9 @@ class RlabCallback(TrainerCallback):
         edits: put the lab's reward slots into the trainer (needed for reward
             edits, the judge and per-process rows); False only writes the run file.
         success: the reward function whose value says a completion solved its
-            task (``success_rate``, and the hack / collapse alerts); None: no
-            success figure.
+            task (``success_rate``, and the hack / collapse alerts); None: the
+            total of the reward functions against ``success_threshold``, as the
+            lab's own runs judge a task that declares none (``engine.success``).
         success_threshold: the value of ``success`` that counts as solved.
         alerts: thresholds and ``pause_on`` (``engine.alerts.AlertThresholds``
             or a dict of them).
@@ -199,11 +192,7 @@ class RlabCallback(TrainerCallback):
                                          group_size=getattr(trainer, "num_generations", None))
                 self.rewards.add_fixed(FixedReward(JUDGE_NAME, self.judge, judge.weight))
         # main process only
-        self.writer: StoreWriter | None = None
-        self.run_id: int | None = None
-        self.controller: Controller | None = None
-        self.watch: AlertWatch | None = None
-        self.last_groups: list[GroupRecord] = []
+        self.recorder: Recorder | None = None
         self.last_step = -1
         self.stopped = False
         self._seen: dict[str, int] = {}
@@ -215,8 +204,8 @@ class RlabCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if not self.ranks.is_main:
             return
-        self.writer = StoreWriter(self.db)
-        name = self.name or free_name(self.writer, f"{Path(args.output_dir).name}-{NAME}")
+        writer = StoreWriter(self.db)
+        name = self.name or free_name(writer, f"{Path(args.output_dir).name}-{NAME}")
         reward_file, source, why = self._version_one(args)
         config = {k: v for k, v in args.to_dict().items()
                   if isinstance(v, (int, float, str, bool)) and "token" not in k}
@@ -227,21 +216,28 @@ class RlabCallback(TrainerCallback):
             config["reward_file"] = str(reward_file)
         if self.judge_settings is not None:
             config["judge"] = self.judge_settings.model_dump()
-        self.run_id = self.writer.start_run(
+        run_id = writer.start_run(
             name, NAME, config, {"format": NAME, "output_dir": str(args.output_dir),
                                  "source": "rlab.engine.integrations.trl"},
             reward_file=reward_file)
         self.name = name
         weights = self.rewards.version.weights if self.rewards is not None else {}
         if source is not None:
-            self.writer.write_reward_version(self.run_id, 1, source, weights)
+            writer.write_reward_version(run_id, 1, source, weights)
         elif self.rewards is not None:
-            self.writer.write_event(self.run_id, "warning", {"message": why})
-            _say(why)
-        self.controller = Controller(self.writer, self.run_id, poll_interval_s=self.poll_interval_s)
-        self.watch = AlertWatch(self.thresholds, reward_scale(weights))
-        _say(f"run {name!r} in {self.db} ({self.ranks.count} process{'es' * (self.ranks.count != 1)}): "
-             f"rlab watch --db {self.db}")
+            writer.write_event(run_id, "warning", {"message": why})
+            say(why)
+        pauses = Pauses(reward_error=self.pause_on_reward_error,
+                        judge_failure=self.judge_settings is not None and self.judge_settings.on_failure == "pause")
+        self.recorder = Recorder(RunRef(writer, run_id, name), success=self.success, weights=weights,
+                                 thresholds=self.thresholds, pauses=pauses, poll_interval_s=self.poll_interval_s)
+        say(f"run {name!r} in {self.db} ({self.ranks.count} process{'es' * (self.ranks.count != 1)}): "
+            f"rlab watch --db {self.db}")
+
+    @property
+    def run_id(self) -> int | None:
+        """The run's row in the run file (main process, once training began)."""
+        return self.recorder.run.run_id if self.recorder is not None else None
 
     def _version_one(self, args) -> tuple[Path | None, str | None, str]:
         """Version 1 as a reward file: (its path, its source, "") or (None, None, why not)."""
@@ -273,22 +269,21 @@ class RlabCallback(TrainerCallback):
             self.rewards.close()
         if self.judge is not None:
             self.judge.close()
-        if self.writer is None:
+        if self.recorder is None:
             return
-        self.writer.set_status(self.run_id, "stopped" if self.stopped else "finished")
-        self.writer.close()
-        self.writer = None
+        self.recorder.writer.set_status(self.recorder.run.run_id, "stopped" if self.stopped else "finished")
+        self.recorder.writer.close()
+        self.recorder = None
 
     # -- every optimizer step ---------------------------------------------------------
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
-        if self.ranks.is_main and self.writer is not None:
+        if self.ranks.is_main and self.recorder is not None:
             self._store(args, step)
-            assert self.controller is not None
-            self.controller.end_of_step(step)
+            self.recorder.controller.end_of_step(step)
         while True:
-            decision = self._decide(step) if self.ranks.is_main and self.writer is not None else None
+            decision = self._decide(step) if self.ranks.is_main and self.recorder is not None else None
             decision = self.ranks.broadcast(decision) or {"paused": False, "stop": False, "edit": None}
             if decision["edit"] is not None:
                 self._switch(decision["edit"], step)
@@ -300,7 +295,7 @@ class RlabCallback(TrainerCallback):
                 return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.writer is None or not logs or any(k.startswith("eval_") for k in logs):
+        if self.recorder is None or not logs or any(k.startswith("eval_") for k in logs):
             return
         self._seen = {}  # TRL clears its train metrics right after this call
         if "train_runtime" in logs:  # the end-of-training summary
@@ -310,7 +305,7 @@ class RlabCallback(TrainerCallback):
         if state.global_step == self.last_step:
             metrics = {k: v for k, v in metrics.items() if k not in self._stored_keys}
         if metrics:
-            self.writer.write_step(self.run_id, state.global_step, metrics)
+            self.recorder.add_metrics(state.global_step, metrics)
 
     # -- main process: the step into the run file -----------------------------------------
 
@@ -328,8 +323,8 @@ class RlabCallback(TrainerCallback):
         return out
 
     def _store(self, args, step: int) -> None:
-        """Store the newest generation batch (once), its step metrics, alerts and errors."""
-        assert self.writer is not None and self.run_id is not None
+        """Hand the newest generation batch (once) and TRL's step metrics to the recorder."""
+        assert self.recorder is not None
         generation: GenerationRows | None = None
         if self.rewards is not None:
             generation, self.rewards.pending = self.rewards.pending, None
@@ -349,32 +344,22 @@ class RlabCallback(TrainerCallback):
         imported = rows_to_step(Path(args.output_dir), step, columns, rows, {step: metrics})
         groups = split_groups(imported.groups, getattr(self.trainer, "num_generations", None))
         errors = self._annotate(groups, generation)
-        version = self.rewards.version.number if self.rewards is not None else None
-        stats = step_stats(groups) if groups else {}
-        step_metrics = {**stats, **metrics, **({"reward_version": float(version)} if version else {})}
-        verdicts = [t.success for g in groups for t in g.trajectories]
-        if self.success.function is not None and verdicts and all(v is not None for v in verdicts):
-            step_metrics["success_rate"] = sum(bool(v) for v in verdicts) / len(verdicts)
+        if self.rewards is not None:
+            metrics["reward_version"] = float(self.rewards.version.number)
         judged = self._judged(generation)
-        with write_transaction(self.writer.database):
-            group_ids = self.writer.write_groups(self.run_id, step, groups)
-            self.writer.write_step(self.run_id, step, step_metrics)
-            if judged is not None:
-                for group_id, result in zip(group_ids, judged.results):
-                    self.writer.write_judge_call(self.run_id, group_id, step=step, **result.call_fields())
-        self.last_step, self._stored_keys, self.last_groups = step, set(step_metrics), groups
-        self._after_store(step, step_metrics, groups, group_ids, errors, judged)
+        stored = self.recorder.record(StepRecord(step, groups, metrics, judged.results if judged else None, errors))
+        self.last_step, self._stored_keys = step, set(stored)
 
-    def _annotate(self, groups: list[GroupRecord], generation: GenerationRows | None) -> list[dict]:
+    def _annotate(self, groups: list[GroupRecord], generation: GenerationRows | None) -> list[str]:
         """Put what the reward slots gathered (example, version, process, error), the weighted
-        reward, success and the judge's verdict on the records; return the scoring errors."""
+        reward and the judge's verdict on the records; return the scoring errors."""
         meta = generation.rows if generation is not None else None
         weights = generation.weights if generation is not None else {}
         flat = [t for g in groups for t in g.trajectories]
         if meta is not None and len(meta) != len(flat):
             meta = None
         judged = self._judged(generation)
-        errors: list[dict] = []
+        errors: list[str] = []
         row = 0
         for group in groups:
             for t in group.trajectories:
@@ -386,7 +371,7 @@ class RlabCallback(TrainerCallback):
                     t.details = {**t.details, "rank": m["rank"]}
                     if m["error"]:
                         t.details["error"] = m["error"]
-                        errors.append({"trajectory": t.index, "error": m["error"]})
+                        errors.append(m["error"])
                     if t.index == 0:
                         group.example = m["example"]
                 if judged is not None and (found := judged.at(row)) is not None:
@@ -397,15 +382,8 @@ class RlabCallback(TrainerCallback):
                         ranks = result.ranks
                         t.judge_rank = ranks[k] if ranks is not None else None
                     group.judge_status, group.judge_error = result.status, result.error
-                t.success = self._success(t.components, t.details)
                 row += 1
         return errors
-
-    def _success(self, components: dict[str, float], details: dict) -> bool | None:
-        if self.success.function is None or details.get("error"):
-            return None
-        value = components.get(self.success.function)
-        return None if value is None or not math.isfinite(value) else value >= self.success.threshold
 
     def _judged(self, generation: GenerationRows | None) -> JudgedBatch | None:
         """The judge's verdict on ``generation``, when it is that batch's."""
@@ -414,69 +392,40 @@ class RlabCallback(TrainerCallback):
             return None
         return last
 
-    def _after_store(self, step: int, metrics: dict[str, float], groups: list[GroupRecord],
-                     group_ids: list[int], errors: list[dict], judged: JudgedBatch | None) -> None:
-        """Events for reward errors and failed judge calls, then the alerts; pause as configured."""
-        assert self.writer is not None and self.run_id is not None and self.controller is not None
-        if errors:
-            self.writer.write_event(self.run_id, "error", {"reward_errors": len(errors), "first": errors[0]["error"]},
-                                    step=step)
-            if self.pause_on_reward_error:
-                self.controller.pause(step, "reward function error", first=errors[0]["error"],
-                                      undo="press u in the TUI for the previous reward version")
-        if judged is not None:
-            failed = [{"group_id": gid, "error": r.error} for gid, r in zip(group_ids, judged.results) if not r.ok]
-            if failed:
-                self.writer.write_event(self.run_id, "judge_failed", {"groups": failed}, step=step)
-                if self.judge_settings is not None and self.judge_settings.on_failure == "pause":
-                    self.controller.pause(step, "judge failed", groups=len(failed))
-        assert self.watch is not None
-        stats = [GroupStats.of_record(step, gid, g) for gid, g in zip(group_ids, groups)]
-        for alert in self.watch.observe(step, metrics, stats):
-            self.writer.write_event(self.run_id, "alert", alert.payload(), step=step)
-            _say(alert.line())
-            if alert.action == "pause":
-                self.controller.pause(step, f"alert: {alert.kind}", message=alert.message)
-
     # -- commands: decided on the main process, applied on every process ------------------
 
     def _decide(self, step: int) -> dict[str, Any]:
         """Read the commands; while paused, wait up to ``beat_s``; check a pending edit."""
-        c = self.controller
-        assert c is not None and self.writer is not None
+        assert self.recorder is not None
+        c = self.recorder.controller
         c.poll(step)
         if c.paused and not c.stop and c.pending_rewards is None:
             deadline = time.monotonic() + self.beat_s
             while time.monotonic() < deadline and c.paused and not c.stop and c.pending_rewards is None:
                 time.sleep(self.poll_interval_s)
                 c.poll(step)
-            self.writer.heartbeat(self.run_id, step)
+            self.recorder.writer.heartbeat(self.recorder.run.run_id, step)
         edit = self._check_edit(step) if c.pending_rewards is not None else None
         return {"paused": c.paused and not c.stop, "stop": c.stop, "edit": edit}
 
     def _check_edit(self, step: int) -> dict[str, Any] | None:
         """The pending set_rewards, once it passed the lab's gate (checked in a separate
         process on the last stored groups); None (and the command rejected) otherwise."""
-        c = self.controller
-        assert c is not None and c.pending_rewards is not None and self.writer is not None
-        command_id, payload = c.pending_rewards
-        c.pending_rewards = None
+        assert self.recorder is not None and self.recorder.controller.pending_rewards is not None
         if self.rewards is None:
-            self.writer.resolve_command(command_id, "rejected",
-                                        "this TRL run was attached with edits=False; reward edits need the "
-                                        "lab's reward slots")
+            command_id, _ = self.recorder.controller.pending_rewards
+            self.recorder.controller.pending_rewards = None
+            self.recorder.reject_edit(command_id, step, "this TRL run was attached with edits=False; reward "
+                                                        "edits need the lab's reward slots")
             return None
-        samples = check_samples(self.last_groups, multi_step=False)
         filename = self.reward_path.name if self.reward_path is not None else VERSION_ONE_FILE
-        try:
-            version = accept_edit(payload, samples, filename=filename, success=self.success)
-        except EditRejected as err:
-            self.writer.resolve_command(command_id, "rejected", str(err))
-            self.writer.write_event(self.run_id, "error", {"reward_edit_rejected": str(err)}, step=step)
-            _say(f"reward edit rejected at step {step}: {err}")
+        checked = self.recorder.check_edit(step, filename=filename)
+        if checked is None:
             return None
+        command_id, version = checked
         return {"command_id": command_id, "version": self.rewards.version.number + 1, "source": version.source,
-                "weights": version.weights, "filename": version.filename, "probe": samples[:1]}
+                "weights": version.weights, "filename": version.filename,
+                "probe": check_samples(self.recorder.last_groups[:1], multi_step=False)[:1]}
 
     def _switch(self, edit: dict[str, Any], step: int) -> None:
         """Every process: load the checked version in its scoring process; switch only if all did."""
@@ -492,23 +441,16 @@ class RlabCallback(TrainerCallback):
             self.rewards.switch(edit["version"], rubric)
         if not self.ranks.is_main:
             return
-        assert self.writer is not None and self.run_id is not None
+        assert self.recorder is not None
         if failed:
-            message = f"reward version did not load on process {failed[0]['rank']}: {failed[0]['error']}"
-            self.writer.resolve_command(edit["command_id"], "rejected", message)
-            self.writer.write_event(self.run_id, "error", {"reward_edit_rejected": message}, step=step)
-            _say(f"reward edit rejected at step {step}: {message}")
+            self.recorder.reject_edit(edit["command_id"], step, f"reward version did not load on process "
+                                                                f"{failed[0]['rank']}: {failed[0]['error']}")
             return
         version = edit["version"]
-        sha = self.writer.write_reward_version(self.run_id, version, rubric.source, rubric.weights)
-        self.writer.write_event(self.run_id, "reward_edit", {
-            "version": version, "sha256": sha, "weights": rubric.weights, "from_step": step + 1,
-            "processes": {str(a["rank"]): version for a in answers}}, step=step)
-        self.writer.resolve_command(edit["command_id"], "applied",
-                                    f"reward version {version} on {len(answers)} processes from step {step + 1}")
-        if self.watch is not None:
-            self.watch.reward_scale = reward_scale(rubric.weights)
-        _say(f"reward version {version} applied after step {step} on {len(answers)} processes")
+        self.recorder.switch_rewards(
+            step, version, rubric, from_step=step + 1, command_id=edit["command_id"],
+            message=f"reward version {version} on {len(answers)} processes from step {step + 1}",
+            processes={str(a["rank"]): version for a in answers})
 
 
 def _file_version(path: Path) -> RubricVersion:
@@ -522,7 +464,3 @@ def _file_version(path: Path) -> RubricVersion:
     if not result.ok:
         raise ValueError(f"{path}: {result.message}")
     return RubricVersion(source, result.weights, path.name)
-
-
-def _say(line: str) -> None:
-    print(f"rlab: {line}", file=sys.stderr, flush=True)

@@ -12,24 +12,40 @@ turn's advantage), so one forward pass covers the whole episode.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from rlab.engine.rewards.judge.ruler import JudgeResult
 from rlab.engine.rewards.scoring import Scored
 from rlab.engine.rollout.play import prompt_text
-from rlab.engine.success import SuccessRule
 from rlab.engine.train.advantages import GiGPOResult, RolloutAdvantages
-from rlab.engine.types import Rollouts, StepBatch, TrainSample, Trajectory
+from rlab.engine.types import Rollouts, TrainSample, Trajectory
 from rlab.store.records import GroupRecord, TrajectoryRecord, TurnRecord
 
 
-def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, version: int,
-             success: SuccessRule, *, per_turn: bool = False) -> StepBatch:
+@dataclass
+class StepBatch:
+    """What one step's rollouts produced, ready to store and train on.
+
+    groups: store records, one per example (each trajectory's record holds
+    the reward its advantage was computed from). samples: trainer inputs (one
+    per trajectory: a multi-step episode trains as one sequence). metrics:
+    extra per-step metrics (judge, GiGPO).
+    """
+
+    groups: list[GroupRecord]
+    samples: list[TrainSample]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, version: int, *,
+             per_turn: bool = False) -> StepBatch:
     """Store records, trainer samples and per-step metrics of one step.
 
     ``version`` is the reward version the rollouts were scored with; every
-    trajectory record carries it, and whether ``success`` says it solved its task. Samples: one sequence per episode
+    trajectory record carries it (its success verdict is the recorder's:
+    ``engine.recorder``). Samples: one sequence per episode
     (:func:`episode_samples`), or with ``per_turn`` one per turn
     (:func:`train_samples`, the reference the sequence path is tested
     against; the same loss, several times the compute).
@@ -38,7 +54,7 @@ def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, 
     g = rollouts.group_size
     groups = []
     for i, (example, group) in enumerate(zip(rollouts.examples, rollouts.groups)):
-        records = [_trajectory_record(j, t, scored, advantages, i * g + j, version, success)
+        records = [_trajectory_record(j, t, scored, advantages, i * g + j, version)
                    for j, t in enumerate(group)]
         record = GroupRecord(index=i, example_id=example["id"], prompt=prompt_text(example),
                              trajectories=records, example=example,
@@ -46,11 +62,9 @@ def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, 
         if scored.judged is not None:
             _attach_verdict(record, scored.judged.results[i])
         groups.append(record)
-    errors = scored.errors
     samples = (train_samples(trajectories, advantages.per_turn) if per_turn
                else episode_samples(trajectories, advantages.per_turn))
-    return StepBatch(groups, samples, len(errors), errors[0] if errors else None,
-                     _metrics(rollouts, scored, advantages))
+    return StepBatch(groups, samples, _metrics(rollouts, scored, advantages))
 
 
 def train_samples(trajectories: Sequence[Trajectory], advantages: Sequence[np.ndarray]) -> list[TrainSample]:
@@ -128,7 +142,7 @@ def _check_per_turn(trajectories: Sequence[Trajectory], advantages: Sequence[np.
 
 
 def _trajectory_record(index: int, trajectory: Trajectory, scored: Scored, advantages: RolloutAdvantages,
-                       k: int, version: int, success: SuccessRule) -> TrajectoryRecord:
+                       k: int, version: int) -> TrajectoryRecord:
     turns = trajectory.turns
     score = scored.scores[k]
     gigpo = advantages.gigpo
@@ -139,7 +153,6 @@ def _trajectory_record(index: int, trajectory: Trajectory, scored: Scored, advan
         details=score.details,
         advantage=float(advantages.per_trajectory[k]), prompt_tokens=len(turns[0].prompt_ids) if turns else 0,
         completion_tokens=trajectory.completion_tokens, reward_version=version, truncated=trajectory.truncated,
-        success=success.passed(score),
         turns=[] if gigpo is None else _turn_records(trajectory, gigpo, advantages.per_turn[k],
                                                      scored.turn_rewards[k], k),
         **_token_fields(trajectory))

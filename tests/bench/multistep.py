@@ -83,7 +83,6 @@ from rlab.engine.train.warm_start import ensure_tiny_model  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
 from rlab.engine.rewards.scoring import score  # noqa: E402
 from rlab.engine.session import start  # noqa: E402
-from rlab.engine.success import SuccessRule  # noqa: E402
 from rlab.engine.train.advantages import rollout_advantages  # noqa: E402
 from rlab.engine.train.batch import to_batch  # noqa: E402
 from rlab.engine.train.trainer import TrainConfig, Trainer  # noqa: E402
@@ -179,22 +178,22 @@ def speed(args: argparse.Namespace) -> dict:
         session = start(config)
         try:
             examples = session.rng.sample(session.train_examples, config.prompts_per_step)
-            rollout_parts, rollouts = _rollout_seconds(session.rollout, examples, args.repeats, args.seed)
+            rollout_parts, rollouts = _rollout_seconds(session.parts.rollout, examples, args.repeats, args.seed)
             score_s, scored = _timed(lambda: score(rollouts, load_rubric(rewards)))
         finally:
-            session.scoring.close()
+            session.rewards.scoring.close()
     advantages = rollout_advantages(rollouts, scored.rewards, scored.errored_groups, method="gigpo",
                                     turn_rewards=scored.turn_rewards)
-    layouts = {"turn": to_batch(rollouts, scored, advantages, 1, SuccessRule(), per_turn=True).samples,
-               "episode": to_batch(rollouts, scored, advantages, 1, SuccessRule()).samples}
-    model = session.policy.model
+    layouts = {"turn": to_batch(rollouts, scored, advantages, 1, per_turn=True).samples,
+               "episode": to_batch(rollouts, scored, advantages, 1).samples}
+    model = session.parts.policy.model
     weights = copy.deepcopy(model.state_dict())
     update_s: dict[str, list[float]] = {"turn": [], "episode": []}
     metrics: dict[str, dict[str, float]] = {}
     for _ in range(args.repeats):
         for unit, samples in layouts.items():
             model.load_state_dict(weights)
-            trainer = Trainer(model, session.policy.pad_id, TrainConfig.from_run(config))
+            trainer = Trainer(model, session.parts.policy.pad_id, TrainConfig.from_run(config))
             seconds, metrics[unit] = _timed(lambda: trainer.step(samples))
             update_s[unit].append(seconds)
     update = {unit: statistics.median(values) for unit, values in update_s.items()}

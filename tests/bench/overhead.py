@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
 from rlab.engine.config import RunConfig  # noqa: E402
-from rlab.store.control import Controller  # noqa: E402
 from rlab.engine.session import start  # noqa: E402
 from rlab.engine.step import train_step  # noqa: E402
 
@@ -41,13 +40,11 @@ def main() -> None:
         times: dict[str, list[float]] = {label: [] for label in sessions}
         for step in range(1, args.steps + 1):
             for label, session in sessions.items():
-                controller = Controller(session.writer, session.run_id)
                 t0 = time.perf_counter()
-                metrics = train_step(session, controller, step)
-                session.writer.write_step(session.run_id, step, metrics)
+                session.recorder.record(train_step(session, step))
                 times[label].append(time.perf_counter() - t0)
         for session in sessions.values():
-            session.writer.close()
+            session.close()
     med = {label: statistics.median(ts) for label, ts in times.items()}
     mean = {label: statistics.fmean(ts) for label, ts in times.items()}
     print(json.dumps({

@@ -47,7 +47,6 @@ def measure_speed(model_dir: Path) -> dict:
     from rlab.engine.rewards.scoring import score
     from rlab.engine.train.batch import to_batch
     from rlab.engine.rollout.play import Rollout
-    from rlab.engine.success import SuccessRule
     from rlab.engine.train.advantages import rollout_advantages
     from rlab.engine.train.trainer import TrainConfig, Trainer
     from rlab.scenarios import get_scenario
@@ -73,7 +72,7 @@ def measure_speed(model_dir: Path) -> dict:
     scored = score(rollouts, rubric)
     advantages = rollout_advantages(rollouts, scored.rewards, skip=scored.errored_groups, method="grpo",
                                     turn_rewards=scored.turn_rewards)
-    batch = to_batch(rollouts, scored, advantages, 1, SuccessRule.of(task))
+    batch = to_batch(rollouts, scored, advantages, 1)
     collect_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     trainer.step(batch.samples)

@@ -1,0 +1,243 @@
+"""What every trainer does at a step's end: one recorder for our engine and the TRL attachment.
+
+Steps 5, 7 and 8 of an engine step (docs/architecture.md, "One step") are
+the same whichever trainer ran the update, so they live here once; our
+engine's loop (``engine.step``) and TRL's GRPOTrainer through
+``RlabCallback`` (``engine.integrations.trl``) each hand a :class:`Recorder`
+their step and keep no copy of it. A third trainer writes an adapter that
+builds :class:`GroupRecord` s and calls :meth:`Recorder.record`.
+
+What the recorder owns:
+
+- the success verdict of every trajectory, by the run's
+  :class:`~rlab.engine.success.SuccessRule` over the verifier's reward
+  functions (never the judge's score);
+- storing the step: its groups, judge calls and metrics in one transaction,
+  so a killed process leaves every step whole or absent;
+- reward errors and failed judge calls as events, pausing when asked;
+- the alerts (``engine.alerts``): stored as events, printed, pausing on ``pause_on``;
+- commands: the :class:`~rlab.store.control.Controller` (pause, single
+  step, stop), the check of a pending reward edit on the last groups, and
+  the switch to a new reward version (its stored source, a ``reward_edit``
+  event, the alerts' reward scale).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, reward_scale
+from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
+from rlab.engine.rewards.judge.ruler import JudgeResult
+from rlab.engine.rewards.scoring_process import RubricVersion
+from rlab.engine.success import SuccessRule
+from rlab.store.control import Controller
+from rlab.store.records import GroupRecord, TrajectoryRecord
+from rlab.store.stepstats import step_stats
+from rlab.store.writer import StoreWriter
+
+
+def say(line: str) -> None:
+    """One line for a person watching a headless run (stderr; on a terminal, below the progress line)."""
+    print(f"{chr(10) if sys.stderr.isatty() else ''}rlab: {line}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Where a run lives: its file, its row and its name (for the commands a message names)."""
+
+    writer: StoreWriter
+    run_id: int
+    name: str
+
+    @property
+    def db(self) -> str:
+        """The run file's path, as a command line names it."""
+        return str(self.writer.path)
+
+
+@dataclass(frozen=True)
+class Pauses:
+    """What pauses the run besides the alerts' ``pause_on``.
+
+    reward_error: a reward function failed on some trajectory (it scored 0
+    meanwhile); judge_failure: a judge call failed after its retries.
+    """
+
+    reward_error: bool = True
+    judge_failure: bool = False
+
+
+@dataclass
+class StepRecord:
+    """One trainer step as the recorder takes it.
+
+    groups: the step's groups (each trajectory's ``reward`` is the trained
+    total, ``components`` its reward functions' unweighted values; the
+    recorder fills in ``success``). metrics: the trainer's own metrics of
+    the step (TRL names); they win over the ones the recorder computes from
+    the groups. judged: one judge result per group, in order, or None
+    without a judge. reward_errors: reward-function error messages of the
+    step (a scored 0 is not a reward).
+    """
+
+    step: int
+    groups: list[GroupRecord]
+    metrics: dict[str, float]
+    judged: Sequence[JudgeResult] | None = None
+    reward_errors: Sequence[str] = ()
+
+
+class Recorder:
+    """The run's bookkeeping at every step's end (see the module doc).
+
+    Args:
+        run: the run file's writer, the run's id and name.
+        success: what counts as solved.
+        weights: the current reward version's verifier functions and
+            weights (name -> float); the judge is not among them.
+        version: the current reward version (1 = the run's first file).
+        thresholds: the alerts' thresholds and ``pause_on``.
+        pauses: what else pauses the run.
+        poll_interval_s: how often a paused run reads the commands, seconds.
+
+    Raises:
+        rlab.engine.success.SuccessError: the success function is not one of ``weights``.
+    """
+
+    def __init__(self, run: RunRef, *, success: SuccessRule, weights: Mapping[str, float], version: int = 1,
+                 thresholds: AlertThresholds | None = None, pauses: Pauses = Pauses(),
+                 poll_interval_s: float = 0.1) -> None:
+        if weights:
+            success.check(weights)
+        self.run = run
+        self.success = success
+        self.weights = dict(weights)
+        self.version = version
+        self.pauses = pauses
+        self.watch = AlertWatch(thresholds, reward_scale(self.weights))
+        self.controller = Controller(run.writer, run.run_id, poll_interval_s=poll_interval_s)
+        #: the last step's last groups: what a reward edit must score cleanly before it applies
+        self.last_groups: list[GroupRecord] = []
+
+    @property
+    def writer(self) -> StoreWriter:
+        """The run file's writer."""
+        return self.run.writer
+
+    # -- the step -----------------------------------------------------------------------
+
+    def record(self, record: StepRecord) -> dict[str, float]:
+        """Judge success, store the step whole, raise its events and alerts; its metrics.
+
+        Returns the step's stored metrics: those of ``store.stepstats`` over
+        the groups, then ``record.metrics`` over them.
+        """
+        step, groups = record.step, record.groups
+        for trajectory in (t for g in groups for t in g.trajectories):
+            trajectory.success = self.verdict(trajectory)
+        metrics = {**(step_stats(groups) if groups else {}), **record.metrics}
+        calls = [result.call_fields() for result in record.judged] if record.judged is not None else None
+        group_ids = self.writer.write_step_whole(self.run.run_id, step, groups, metrics, calls)
+        # with the store off (a bench of its cost) groups have no ids: the alerts name them by index
+        group_ids = group_ids or [g.index for g in groups]
+        if groups:
+            self.last_groups = groups[-CHECK_GROUPS:]
+        self._reward_errors(step, record.reward_errors)
+        self._judge_failures(step, group_ids, record.judged or ())
+        self._alerts(step, metrics, [GroupStats.of_record(step, gid, g) for gid, g in zip(group_ids, groups)])
+        return metrics
+
+    def verdict(self, trajectory: TrajectoryRecord) -> bool | None:
+        """Whether ``trajectory`` solved its task by the run's :class:`SuccessRule`.
+
+        The rule reads the verifier's total (the current weights over the
+        trajectory's components, without the judge's score); None when its
+        scoring errored or the run has no reward function to judge by.
+        """
+        if trajectory.reward is None or trajectory.details.get("error") or not self.weights:
+            return None
+        # summed in the rubric's order, as the rubric sums its total (engine.rewards.rubric)
+        total = sum(w * trajectory.components.get(name, math.nan) for name, w in self.weights.items())
+        return self.success.verdict(total, trajectory.components)
+
+    def add_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Merge more metrics into step ``step``'s row (a final evaluation, TRL's logged loss)."""
+        self.writer.write_step(self.run.run_id, step, dict(metrics))
+
+    def _reward_errors(self, step: int, errors: Sequence[str]) -> None:
+        if not errors:
+            return
+        self.writer.write_event(self.run.run_id, "error", {"reward_errors": len(errors), "first": errors[0]},
+                                step=step)
+        if self.pauses.reward_error:
+            # A version that errs must not train on zeros unseen: stop here and let the
+            # user go back (u in the TUI: the previous reward version) or fix it.
+            back = {"undo": "press u in the TUI for the previous reward version"} if self.version > 1 else {}
+            self.controller.pause(step, "reward function error", first=errors[0], version=self.version, **back)
+
+    def _judge_failures(self, step: int, group_ids: list[int], judged: Sequence[JudgeResult]) -> None:
+        failed = [{"group_id": gid, "error": result.error} for gid, result in zip(group_ids, judged) if not result.ok]
+        if not failed:
+            return
+        self.writer.write_event(self.run.run_id, "judge_failed", {"groups": failed}, step=step)
+        if self.pauses.judge_failure:
+            self.controller.pause(step, "judge failed", groups=len(failed))
+
+    def _alerts(self, step: int, metrics: dict[str, float], groups: list[GroupStats]) -> None:
+        """Run the watch on this step: store each alert as an event, print it, pause on ``pause_on``."""
+        for alert in self.watch.observe(step, metrics, groups):
+            self.writer.write_event(self.run.run_id, "alert", alert.payload(), step=step)
+            say(alert.line())
+            if alert.action == "pause":
+                self.controller.pause(step, f"alert: {alert.kind}", message=alert.message)
+                say(f"paused at step {step}; look at the groups with `rlab watch --db {self.run.db} "
+                    f"{self.run.name}`, then resume with `rlab resume {self.run.name} --db {self.run.db}` "
+                    "(or space in the TUI)")
+
+    # -- reward versions ---------------------------------------------------------------
+
+    def check_edit(self, step: int, *, filename: str, multi_step: bool = False) -> tuple[int, RubricVersion] | None:
+        """The pending ``set_rewards`` command, once it passed the editor's checks on the
+        last groups (``engine.rewards.edit.gate``): (command id, the version). A
+        rejected edit is resolved with the reason and recorded; the run keeps its version."""
+        assert self.controller.pending_rewards is not None
+        command_id, payload = self.controller.pending_rewards
+        self.controller.pending_rewards = None
+        samples = check_samples(self.last_groups, multi_step=multi_step)
+        try:
+            return command_id, accept_edit(payload, samples, filename=filename, success=self.success)
+        except EditRejected as err:
+            self.reject_edit(command_id, step, str(err))
+            return None
+
+    def reject_edit(self, command_id: int, step: int, message: str) -> None:
+        """Refuse a reward edit: the command resolved ``rejected``, an ``error`` event, a line."""
+        self.writer.resolve_command(command_id, "rejected", message)
+        self.writer.write_event(self.run.run_id, "error", {"reward_edit_rejected": message}, step=step)
+        say(f"reward edit rejected at step {step}: {message}")
+
+    def switch_rewards(self, step: int, version: int, rubric: RubricVersion, *, from_step: int,
+                       command_id: int | None = None, replayed: bool = False, message: str | None = None,
+                       **extra: object) -> None:
+        """Record reward version ``version`` in force from step ``from_step``.
+
+        Stores its source (a version stored before is left as it is), writes
+        a ``reward_edit`` event at ``step`` (``replayed``: a resumed run
+        taking again the version a re-run step first ran with), resolves
+        ``command_id`` as applied (with ``message``), and judges success and
+        scales the hack alert by its weights from now on. ``extra`` joins the
+        event's payload.
+        """
+        sha = self.writer.write_reward_version(self.run.run_id, version, rubric.source, rubric.weights)
+        payload = {"version": version, "sha256": sha, "weights": rubric.weights, "from_step": from_step, **extra}
+        self.writer.write_event(self.run.run_id, "reward_edit", payload | ({"replayed": True} if replayed else {}),
+                                step=step)
+        self.version, self.weights = version, dict(rubric.weights)
+        self.watch.reward_scale = reward_scale(self.weights)
+        if command_id is not None:
+            self.writer.resolve_command(command_id, "applied", message)
+        say(f"reward version {version} in force from step {from_step}" + (" (replayed)" if replayed else ""))
