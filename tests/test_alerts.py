@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pydantic
 import pytest
@@ -232,10 +233,11 @@ def test_pause_on_takes_a_comma_list_and_names_unknown_alerts():
         AlertThresholds.model_validate({"pause_on": "colapse"})
 
 
-def _engine(tmp_path, *args: str) -> subprocess.Popen:
+def _engine(folder, *args: str) -> subprocess.Popen:
+    folder.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--db",
-                             str(tmp_path / "a.db"), "--prompts-per-step", "8", "--lr-warmup-steps", "0", *args],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(folder / "a.db"), "--prompts-per-step", "8", "--lr-warmup-steps", "0", *args],
+                            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _until(predicate, timeout=240.0):
@@ -252,49 +254,88 @@ def _alerts(reader, run_id):
             if e["kind"] == "alert"]
 
 
-def test_a_learning_rate_that_destroys_the_tiny_policy_pauses_the_run_on_collapse(tmp_path):
+@pytest.fixture(scope="module")
+def forced(tmp_path_factory):
+    """Three engine runs at once on the tiny policy, each forcing alerts or faults (see their tests).
+
+    burn: lr 0.05 collapses the policy; it pauses on collapse and is resumed
+    (what `rlab resume burn` sends). hack: a rubric that pays for a trivial
+    answer. faults: a reward function that raises on even answers (the run
+    goes on: --no-pause-on-reward-error) and a judge server that answers 500.
+    """
+    from judge_server import ChatCompletionsServer, Reply
+
+    root = tmp_path_factory.mktemp("forced")
+    task = _task(root / "hack-task", TRIVIAL_PAYS)
+    fragile = _task(root / "fault-task", FRAGILE)
+    with ChatCompletionsServer([Reply(status=500, error="the judge is down")]) as judge:
+        procs = {
+            "burn": _engine(root / "burn", "--name", "burn", "--lr", "0.05", "--max-steps", "12",
+                            "--eval-size", "100"),
+            "hack": _engine(root / "hack", "--name", "hack", "--task", str(task), "--model",
+                            str(embedded_dir("arithmetic")), "--prompts-per-step", "16", "--max-steps", "30",
+                            "--eval-every", "100", "--alert", "pause_on="),
+            "faults": _engine(root / "faults", "--name", "faults", "--task", str(fragile), "--model",
+                              str(embedded_dir("arithmetic")), "--max-steps", "2", "--eval-every", "100",
+                              "--no-pause-on-reward-error", "--judge-model", "judge", "--judge-base-url",
+                              judge.base_url, "--judge-max-retries", "0", "--judge-no-cache", "--judge-weight", "0.0"),
+        }
+        try:
+            db = root / "burn" / "a.db"
+            _until(lambda: db.exists() and (StoreReader(db).run_by_name("burn") or {}).get("status") == "paused")
+            reader = StoreReader(db)
+            run_id = reader.run_by_name("burn")["id"]
+            paused = [e for e in reader.events(run_id) if e["kind"] == "pause"]
+            send_command(db, run_id, "resume")  # what `rlab resume burn` sends
+            ends = {name: proc.communicate(timeout=300) for name, proc in procs.items()}
+        finally:
+            for proc in procs.values():
+                proc.kill()
+    out = {}
+    for name, proc in procs.items():
+        reader = StoreReader(root / name / "a.db")
+        out[name] = SimpleNamespace(reader=reader, run_id=reader.run_by_name(name)["id"], returncode=proc.returncode,
+                                    err=ends[name][1])
+    out["burn"].paused = paused
+    return out
+
+
+def test_a_learning_rate_that_destroys_the_tiny_policy_pauses_the_run_on_collapse(forced):
     """lr 0.05 turns the warm-started policy into '777777' for every prompt within two steps."""
-    proc = _engine(tmp_path, "--name", "burn", "--lr", "0.05", "--max-steps", "12", "--eval-size", "100")
-    try:
-        _until(lambda: (tmp_path / "a.db").exists() and (StoreReader(tmp_path / "a.db").run_by_name("burn") or {})
-               .get("status") == "paused")
-        reader = StoreReader(tmp_path / "a.db")
-        run_id = reader.run_by_name("burn")["id"]
-        [collapse] = [a for a in _alerts(reader, run_id) if a[0] == "collapse"]
-        assert collapse[1] <= 6 and collapse[2] == "pause"
-        pause = [e for e in reader.events(run_id) if e["kind"] == "pause"][-1]
-        assert pause["payload"]["reason"] == "alert: collapse" and pause["step"] == collapse[1]
-        send_command(tmp_path / "a.db", run_id, "resume")  # what `rlab resume burn` sends
-        out, err = proc.communicate(timeout=240)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, err
-    assert f"rlab: alert at step {collapse[1]}: collapse:" in err and "rlab resume burn" in err
+    burn = forced["burn"]
+    reader, run_id = burn.reader, burn.run_id
+    [collapse] = [a for a in _alerts(reader, run_id) if a[0] == "collapse"]
+    assert collapse[1] <= 6 and collapse[2] == "pause"
+    pause = burn.paused[-1]
+    assert pause["payload"]["reason"] == "alert: collapse" and pause["step"] == collapse[1]
+    assert burn.returncode == 0, burn.err
+    assert f"rlab: alert at step {collapse[1]}: collapse:" in burn.err and "rlab resume burn" in burn.err
     assert ("no_signal", 11, "warn") in _alerts(reader, run_id)  # nothing trained since the policy collapsed
 
 
-def test_a_rubric_that_pays_for_a_trivial_answer_raises_hack(tmp_path):
+def test_a_rubric_that_pays_for_a_trivial_answer_raises_hack(forced):
     """The warm-started tiny policy learns that a short answer with a 7 in it pays 1.5."""
-    task = tmp_path / "task"
-    task.mkdir()
-    arithmetic = get_scenario("arithmetic")
-    (task / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in arithmetic.train_examples(0)[:2000]))
-    (task / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in arithmetic.eval_examples()[:50]))
-    (task / "rewards.py").write_text(TRIVIAL_PAYS)
-    (task / "task.toml").write_text('train = "train.jsonl"\neval = "eval.jsonl"\nrewards = "rewards.py"\n'
-                                    'success = "exact"\nmax_new_tokens = 6\n')
-    proc = _engine(tmp_path, "--name", "hack", "--task", str(task), "--model", str(embedded_dir("arithmetic")),
-                   "--prompts-per-step", "16", "--max-steps", "30", "--eval-every", "100", "--alert", "pause_on=")
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    reader = StoreReader(tmp_path / "a.db")
-    run_id = reader.run_by_name("hack")["id"]
+    hack = forced["hack"]
+    assert hack.returncode == 0, hack.err
+    reader, run_id = hack.reader, hack.run_id
     hacks = [a for a in _alerts(reader, run_id) if a[0] == "hack"]
     assert hacks and hacks[0][1] <= 30, _alerts(reader, run_id)
     metrics = {m["step"]: m for m in reader.step_metrics(run_id)}
     at = hacks[0][1]
     assert metrics[at]["rewards/brevity/mean"] > metrics[1]["rewards/brevity/mean"]  # paid for short answers
     assert metrics[at]["success_rate"] < metrics[1]["success_rate"]  # while solving fewer
+
+
+def _task(folder, rewards: str):
+    """A task of the arithmetic data (2,000 train, 50 held-out examples) with ``rewards`` as its reward file."""
+    folder.mkdir(parents=True)
+    arithmetic = get_scenario("arithmetic")
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in arithmetic.train_examples(0)[:2000]))
+    (folder / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in arithmetic.eval_examples()[:50]))
+    (folder / "rewards.py").write_text(rewards)
+    (folder / "task.toml").write_text('train = "train.jsonl"\neval = "eval.jsonl"\nrewards = "rewards.py"\n'
+                                      'success = "exact"\nmax_new_tokens = 6\n')
+    return folder
 
 
 TRIVIAL_PAYS = '''
@@ -309,3 +350,90 @@ def brevity(example, completion):
 
 WEIGHTS = {"exact": 1.0, "mentions_seven": 0.5, "brevity": 1.0}
 '''
+
+
+FRAGILE = '''
+def exact(example, completion):
+    return 1.0 if completion.strip() == example["answer"] else 0.0
+
+def fragile(example, completion):
+    if int(example["answer"]) % 2 == 0:
+        raise ValueError("even answers are not handled yet")
+    return 1.0
+
+WEIGHTS = {"exact": 1.0, "fragile": 0.0}
+'''
+
+
+# -- one recorder: our engine and a TRL run store the same events --------------------------------
+
+TRL_FRAGILE = '''
+def correct(completions, answer, **kwargs):
+    return [float(c[0]["content"].strip() == a) for c, a in zip(completions, answer)]
+
+def brief(completions, **kwargs):
+    return [float(len(c[0]["content"].strip()) <= 3) for c in completions]
+
+def fragile(completions, **kwargs):
+    if any(c[0]["content"] == "boom" for c in completions):
+        raise ValueError("boom is not handled yet")
+    return [1.0 for _ in completions]
+
+WEIGHTS = {"correct": 1.0, "brief": 1.0, "fragile": 0.0}
+'''
+
+
+def _shapes(reader, run_id) -> dict[str, list]:
+    """Each forced event kind's payload fields (a judge failure's: also each failed group's)."""
+    out: dict[str, list] = {}
+    for event in reader.events(run_id):
+        payload = event["payload"]
+        if event["kind"] == "alert" and payload["alert"] in ("collapse", "hack", "no_signal"):
+            out.setdefault(f"alert:{payload['alert']}", sorted(payload))
+        elif event["kind"] == "error" and "reward_errors" in payload:
+            out.setdefault("reward_error", sorted(payload))
+        elif event["kind"] == "judge_failed":
+            out.setdefault("judge_failed", [sorted(payload), sorted(payload["groups"][0])])
+    return out
+
+
+def _trl_forced_run(tmp_path):
+    """A TRL stand-in run (tests/test_trl_attach.py's) forcing the same five events in five steps."""
+    from judge_server import ChatCompletionsServer, Reply
+    from test_trl_attach import Args, fake_trainer, train_step
+
+    from rlab.engine.config import JudgeSettings
+    from rlab.engine.integrations.trl import RlabCallback
+
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text(TRL_FRAGILE)
+    trainer = fake_trainer([lambda completions, **k: [0.0] * len(completions)])
+    alerts = {"window": 2, "collapse_steps": 2, "no_signal_steps": 2, "hack_gap": 0.1, "pause_on": ""}
+    with ChatCompletionsServer([Reply(status=500, error="the judge is down")]) as server:
+        judge = JudgeSettings(model="judge", base_url=server.base_url, use_cache=False, max_retries=0)
+        callback = RlabCallback(tmp_path / "trl.db", trainer=trainer, rewards=rewards, success="correct",
+                                alerts=alerts, judge=judge, pause_on_reward_error=False)
+        a = SimpleNamespace(trainer=trainer, callback=callback, args=Args(output_dir=str(tmp_path / "o")),
+                            state=SimpleNamespace(global_step=0), db=tmp_path / "trl.db")
+        callback.on_train_begin(a.args, a.state, None)
+        try:
+            for texts in (("4", "4", "5", "x"),  # solved half
+                          ("12345",) * 4, ("12345",) * 4,  # one failing text, no spread: collapse, no_signal
+                          ("99",) * 4,  # paid for brevity, still failing: hack
+                          ("boom", "4", "4", "4")):  # a reward function raises
+                train_step(a, texts=texts)
+        finally:
+            callback.on_train_end(a.args, a.state, None)
+    reader = StoreReader(tmp_path / "trl.db")
+    return reader, reader.runs()[0]["id"]
+
+
+def test_our_engine_and_a_trl_run_store_the_forced_events_alike(forced, tmp_path):
+    engine: dict[str, list] = {}
+    for name in ("burn", "hack", "faults"):
+        engine.update(_shapes(forced[name].reader, forced[name].run_id))
+    trl = _shapes(*_trl_forced_run(tmp_path))
+    kinds = ["alert:collapse", "alert:hack", "alert:no_signal", "judge_failed", "reward_error"]
+    assert sorted(engine) == sorted(trl) == kinds
+    assert engine == trl
+    assert engine["reward_error"] == ["first", "reward_errors"]

@@ -437,3 +437,28 @@ def test_two_groups_in_a_row_with_one_prompt_are_stored_apart(attached):
     assert [[t["idx"] for t in g["trajectories"]] for g in groups] == [[0, 1, 2, 3], [0, 1, 2, 3]]
     assert [g["idx"] for g in groups] == [0, 1]
     assert [t["completion"] for t in groups[1]["trajectories"]] == ["4", "4", "4", "1"]
+
+
+def test_with_no_success_function_a_trl_run_judges_success_as_our_engine_does(tmp_path):
+    """Total reward >= 1 over the reward functions (engine.success), not "no verdict"."""
+    from rlab.engine.success import SuccessRule
+
+    trainer = fake_trainer([correct, brief], weights=[1.0, 0.5])
+    callback = RlabCallback(tmp_path / "runs.db", trainer=trainer, poll_interval_s=0.02, beat_s=0.1)
+    a = SimpleNamespace(trainer=trainer, callback=callback, args=Args(output_dir=str(tmp_path / "o")),
+                        state=SimpleNamespace(global_step=0), db=tmp_path / "runs.db")
+    callback.on_train_begin(a.args, a.state, None)
+    texts = ["4", "5", "4", "12345"]
+    try:
+        train_step(a, texts=tuple(texts))
+    finally:
+        callback.on_train_end(a.args, a.state, None)
+    with StoreReader(a.db) as reader:
+        rid = reader.runs()[0]["id"]
+        stored = [t["success"] for t in reader.group(reader.groups_of_step(rid, 1)[0]["id"])["trajectories"]]
+        rate = reader.step_metrics(rid)[0]["success_rate"]
+    # our engine's path on the same functions: the rubric scores, SuccessRule() judges
+    rubric = load_rubric(tmp_path / "o" / VERSION_ONE_FILE)
+    scores = rubric.score_group([{"prompt": prompt("2+2="), "answer": "4"}] * 4, [completion(t) for t in texts])
+    assert stored == [int(SuccessRule().passed(s)) for s in scores] == [1, 0, 1, 0]
+    assert rate == 0.5

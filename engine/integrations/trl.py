@@ -52,6 +52,27 @@ TUI's editor opens it; when the functions cannot be written out (lambdas,
 closures) the run still takes edits, and the dry run compares with the
 stored rewards.
 
+What a step's end does (store the step whole, judge success, raise the
+events and alerts, check and switch reward versions) is the lab's one
+recorder (``engine.recorder``), the same our own engine calls; this module
+only turns TRL's batch into the recorder's records and carries the
+decisions across processes.
+
+Where the attachment reads TRL's private state (checked against TRL 1.16.0),
+because TRL offers no public way:
+
+- ``trainer._logs``: GRPOTrainer's gathered log of each generation batch
+  (prompts, completions, each reward function's values, advantages). TRL
+  hands it only to its own completion tables (``log_completions``: W&B,
+  Trackio, parquet) on logging steps, never to a callback.
+- ``trainer._metrics["train"]``: the values TRL averages into its next
+  ``on_log``. A callback's ``on_log`` sees them only every ``logging_steps``,
+  averaged; the recorder needs each optimizer step's own, at its end.
+
+Everything else is public: the ``TrainerCallback`` hooks, the trainer's
+``reward_funcs`` / ``reward_weights`` / ``reward_func_names`` and
+``accelerator``.
+
 The run is ``finished`` at the end of training (``stopped`` after a ``stop``
 command); if a process dies (``kill -9``, an exception), ``on_train_end`` is
 not reached, every write so far is whole (one transaction per step), and
