@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from rlab.engine.train.advantages import gigpo, gigpo_batch
+from rlab.engine.train.gigpo import gigpo, gigpo_batch
 
 EPS = 1e-6
 

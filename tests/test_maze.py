@@ -8,7 +8,7 @@ from test_multiturn import ScriptedPolicy
 from rlab.engine.policy.tiny import build_config, build_tokenizer, context_tokens, model_key
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.episodes import run_group
-from rlab.engine.train.advantages import gigpo_group
+from rlab.engine.train.gigpo import gigpo_group
 from rlab.scenarios import get_scenario
 from rlab.scenarios.imitation import EOS_TEXT, imitation_pairs
 from rlab.scenarios.maze import SCENARIO

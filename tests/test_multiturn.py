@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from rlab.engine.rollout.episodes import InitialStateMismatch, observation_key, run_episodes, run_group
-from rlab.engine.train.advantages import batch_advantages, gigpo_group
+from rlab.engine.train.gigpo import batch_advantages, gigpo_group
 from rlab.engine.train.batch import train_samples
 from rlab.engine.types import Sample
 from rlab.scenarios.game2048 import SCENARIO as GAME2048

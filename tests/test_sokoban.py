@@ -12,7 +12,7 @@ from rlab.engine.config import RunConfig
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.episodes import run_group
 from rlab.engine.step import run
-from rlab.engine.train.advantages import gigpo_group
+from rlab.engine.train.gigpo import gigpo_group
 from rlab.engine.types import MultiStepScenario
 from rlab.scenarios.levels import SeedSplits
 from rlab.scenarios.sokoban import SCENARIO

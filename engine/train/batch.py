@@ -19,7 +19,8 @@ import numpy as np
 from rlab.engine.rewards.judge.ruler import JudgeResult
 from rlab.engine.rewards.scoring import Scored
 from rlab.engine.rollout.play import prompt_text
-from rlab.engine.train.advantages import GiGPOResult, RolloutAdvantages
+from rlab.engine.train.advantages import RolloutAdvantages
+from rlab.engine.train.gigpo import GiGPOResult
 from rlab.engine.types import Rollouts, TrainSample, Trajectory
 from rlab.store.records import GroupRecord, TrajectoryRecord, TurnRecord
 

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from rlab.engine.train.advantages import gigpo, gigpo_batch
+from rlab.engine.train.gigpo import gigpo, gigpo_batch
 
 GROUP_SIZE = 8
 SECRET_RANGE = 40_000  # this play takes ~16 turns on 1..40,000
