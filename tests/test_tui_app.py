@@ -260,6 +260,18 @@ async def test_e_opens_the_reward_editor_on_the_run_reward_file(db):
                                                                "weights": {"correct": 2.0}}
 
 
+async def test_u_sends_the_previous_reward_version(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("u")
+        await until(pilot, lambda: commands(path, ids["demo"]) == ["set_rewards"])
+    with StoreReader(path) as reader:
+        assert reader.commands(ids["demo"])[0]["payload"] == {"source": REWARD_FILE.read_text(),
+                                                               "weights": {"correct": 1.0}}
+
+
 async def test_recent_groups_feeds_the_reward_editor(db):
     path, ids = db
     app = RolloutLabApp(path, run_id=ids["demo"])

@@ -35,7 +35,7 @@ from textual.screen import ModalScreen
 from textual.worker import get_current_worker
 
 from rlab.engine.alerts import AlertThresholds
-from rlab.engine.rewards.edit.stored import ExampleIndex, recent_groups
+from rlab.engine.rewards.edit.stored import ExampleIndex
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 from rlab.tui.advantages import AdvantagesScreen
@@ -47,6 +47,7 @@ from rlab.tui.group_view import GroupScreen
 from rlab.tui.inspector import TrajectoryScreen
 from rlab.tui.messages import EngineStatusChanged, Poll, RunSwitched
 from rlab.tui.readers import LockedReader
+from rlab.tui.reward_actions import RewardActions
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineStatus, EngineSupervisor
 from rlab.tui.view import Cursor, NavScreen, View, ViewLoader
@@ -66,7 +67,7 @@ MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "rewar
 """App actions that a dialog on top (quit, help, search) switches off."""
 
 
-class RolloutLabApp(App):
+class RolloutLabApp(RewardActions, App):
     """Watch, pause, step and inspect a training run stored in a SQLite file.
 
     Args:
@@ -85,6 +86,8 @@ class RolloutLabApp(App):
         ValueError: ``engine_cmd`` without ``run_name`` (the app could not tell
             which run is the one it started).
         FileNotFoundError: no ``engine_cmd`` and no file at ``db_path``.
+
+    The reward-edit keys' actions (``e``, ``u``) are in :mod:`tui.reward_actions`.
     """
 
     CSS_PATH = "app.tcss"
@@ -416,67 +419,6 @@ class RolloutLabApp(App):
         """``/``: search trajectory text in this run."""
         if self.run_id is not None and not isinstance(self.screen, SearchScreen):
             self.push_screen(SearchScreen())
-
-    def action_reward_editor(self) -> None:
-        """``e``: edit the run's reward functions (RewardEditorScreen), starting
-        from the version the run applies now (its latest stored version)."""
-        reward_file, run_id = self._reward_file(), self.run_id
-        if reward_file is None or run_id is None:
-            self.notify("this run has no reward file recorded (config['reward_file'])",
-                        severity="error")
-            return
-        self.read_in_worker(lambda reader: reader.reward_versions(run_id),
-                            lambda versions: self._open_editor(reward_file, versions))
-
-    def _open_editor(self, reward_file: Path, versions: list[dict]) -> None:
-        # Imported here: the editor pulls in the engine's rubric checker
-        # (numpy), which `rlab watch` should not pay for at start-up.
-        from rlab.tui.reward_editor import RewardEditorScreen
-
-        if not isinstance(self.screen, RewardEditorScreen):
-            applied = versions[-1]["source"] if versions else None
-            self.push_screen(RewardEditorScreen(reward_file, self.recent_groups,
-                                                self._apply_rewards, applied_source=applied))
-
-    def action_revert_rewards(self) -> None:
-        """``u``: go back to the reward version before the current one, and resume if paused.
-
-        The way back from an edit that hangs or raises during training (the
-        engine pauses on it): the previous version goes through the same
-        set_rewards path (and the engine's gate) as any edit.
-        """
-        run_id = self.run_id
-        if run_id is None:
-            return
-        self.read_in_worker(lambda reader: reader.reward_versions(run_id), self._revert_to_previous)
-
-    def _revert_to_previous(self, versions: list[dict]) -> None:
-        if len(versions) < 2:
-            self.notify("no earlier reward version to go back to", severity="warning")
-            return
-        previous = versions[-2]
-        self.send("set_rewards", {"source": previous["source"], "weights": previous["weights"]})
-        self.notify(f"going back to reward version {previous['version']} (applied as version "
-                    f"{versions[-1]['version'] + 1})")
-        if self._want_paused:
-            self.action_toggle_pause()
-
-    def _reward_file(self) -> Path | None:
-        run = self.run_row or {}
-        path = (run.get("config") or {}).get("reward_file") or run.get("reward_file")
-        return Path(path) if path else None
-
-    def _apply_rewards(self, source: str, weights: dict) -> None:
-        self.send("set_rewards", {"source": source, "weights": weights})
-
-    def recent_groups(self, k: int) -> list[dict]:
-        """The last ``k`` groups of the run for the reward editor's preview
-        (:func:`engine.rewards.edit.stored.recent_groups`, with the app's example
-        index); ``[]`` before a run is known. Runs queries: call it off the UI thread."""
-        if self.run_id is None:
-            return []
-        with self.view_reader as reader:
-            return recent_groups(reader, self.run_id, k, self.examples)
 
     # ---- helpers for screens ---------------------------------------------------------
 
