@@ -231,6 +231,19 @@ async def test_r_lists_runs_and_compares_manifests(db):
         assert app.screen.title == "gigpo-demo"
 
 
+async def test_switching_runs_clears_the_dashboard_at_once(db):
+    """The dashboard watches the app's run_id: it forgets the previous run at the switch."""
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        dashboard, groups = app.screen, app.screen.query_one("#groups", DataTable)
+        await until(pilot, lambda: groups.row_count > 0)
+        app.switch_run(ids["gigpo-demo"])
+        assert groups.row_count == 0 and app.view is None
+        await until(pilot, lambda: dashboard.title == "gigpo-demo" and groups.row_count > 0)
+
+
 async def test_question_mark_shows_help(db):
     path, ids = db
     app = RolloutLabApp(path, run_id=ids["demo"])
