@@ -231,6 +231,19 @@ async def test_r_lists_runs_and_compares_manifests(db):
         assert app.screen.title == "gigpo-demo"
 
 
+async def test_switching_runs_clears_the_dashboard_at_once(db):
+    """The dashboard watches the app's run_id: it forgets the previous run at the switch."""
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        dashboard, groups = app.screen, app.screen.query_one("#groups", DataTable)
+        await until(pilot, lambda: groups.row_count > 0)
+        app.switch_run(ids["gigpo-demo"])
+        assert groups.row_count == 0 and app.view is None
+        await until(pilot, lambda: dashboard.title == "gigpo-demo" and groups.row_count > 0)
+
+
 async def test_question_mark_shows_help(db):
     path, ids = db
     app = RolloutLabApp(path, run_id=ids["demo"])
@@ -258,6 +271,18 @@ async def test_e_opens_the_reward_editor_on_the_run_reward_file(db):
     with StoreReader(path) as reader:
         assert reader.commands(ids["demo"])[0]["payload"] == {"source": "WEIGHTS = {}",
                                                                "weights": {"correct": 2.0}}
+
+
+async def test_u_sends_the_previous_reward_version(db):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("u")
+        await until(pilot, lambda: commands(path, ids["demo"]) == ["set_rewards"])
+    with StoreReader(path) as reader:
+        assert reader.commands(ids["demo"])[0]["payload"] == {"source": REWARD_FILE.read_text(),
+                                                               "weights": {"correct": 1.0}}
 
 
 async def test_recent_groups_feeds_the_reward_editor(db):

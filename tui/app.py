@@ -11,12 +11,24 @@ moves and one-off reads each have their own
 search never delays a cursor move; each is opened lazily inside its worker
 (opening the file may run migrations).
 
-On the UI thread, the app tells the screens what happened
-(:mod:`tui.messages`): each poll goes into its reactive ``latest_poll``, which
-the screens that draw the run watch; a run switch and news of the engine it
-started (:class:`tui.supervisor.EngineSupervisor` watches it) are Textual
-messages to every screen on the stack; the cursor's view goes to every
-:class:`tui.view.NavScreen` on the stack.
+The app tells its screens what happened one way: reactive attributes that
+the screens watch (``self.watch(self.app, name, callback)`` in their
+``on_mount``; Textual stops calling a screen's watchers once it is closed):
+
+- ``latest_poll``: each poll of the watched run (:class:`tui.feed.Poll`);
+- ``run_id``: the watched run; when the user picks another one on the runs
+  screen, the dashboard forgets the previous run's data;
+- ``engine_status``: news of the engine the app started, until its run
+  appears (:class:`tui.supervisor.EngineSupervisor` watches it);
+- ``view``: the data under the cursor (:class:`tui.view.View`), which every
+  :class:`tui.view.NavScreen` shows; a screen opened later starts on it (the
+  watch's ``init``).
+
+They are set on the UI thread only: a worker hands its result over with
+``call_from_thread``. Watchers run at the assignment, in the app's own turn,
+so a screen has noted a poll before the cursor's view that the poll asks for
+arrives (a message would be handled a turn later, and the dashboard's first
+tables would be filled after the screen was already drawn).
 """
 
 from __future__ import annotations
@@ -30,25 +42,24 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import var
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.worker import get_current_worker
 
 from rlab.engine.alerts import AlertThresholds
-from rlab.engine.rewards.edit.stored import ExampleIndex, recent_groups
+from rlab.engine.rewards.edit.stored import ExampleIndex
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 from rlab.tui.advantages import AdvantagesScreen
 from rlab.tui.dashboard import DashboardScreen
 from rlab.tui.dialogs import HelpScreen, QuitScreen, SearchScreen
-from rlab.tui.feed import FeedUpdate, RunFeed
+from rlab.tui.feed import FeedUpdate, Poll, RunFeed
 from rlab.tui.filesize import FileGrowth
 from rlab.tui.group_view import GroupScreen
 from rlab.tui.inspector import TrajectoryScreen
-from rlab.tui.messages import EngineStatusChanged, Poll, RunSwitched
 from rlab.tui.readers import LockedReader
+from rlab.tui.reward_actions import RewardActions
 from rlab.tui.runs import RunsScreen
-from rlab.tui.supervisor import EngineExited, EngineStatus, EngineSupervisor
+from rlab.tui.supervisor import EngineExited, EngineProgress, EngineStatus, EngineSupervisor
 from rlab.tui.view import Cursor, NavScreen, View, ViewLoader
 
 POLL_SECONDS = 0.25
@@ -66,7 +77,7 @@ MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "rewar
 """App actions that a dialog on top (quit, help, search) switches off."""
 
 
-class RolloutLabApp(App):
+class RolloutLabApp(RewardActions, App):
     """Watch, pause, step and inspect a training run stored in a SQLite file.
 
     Args:
@@ -85,14 +96,24 @@ class RolloutLabApp(App):
         ValueError: ``engine_cmd`` without ``run_name`` (the app could not tell
             which run is the one it started).
         FileNotFoundError: no ``engine_cmd`` and no file at ``db_path``.
+
+    The reward-edit keys' actions (``e``, ``u``) are in :mod:`tui.reward_actions`.
     """
 
     CSS_PATH = "app.tcss"
     TITLE = "Rollout Lab"
     ENABLE_COMMAND_PALETTE = False
     AUTO_FOCUS = None  # arrows drive the cursor; screens that need a focused widget say so
+    # The reactives the screens watch (see the module doc); set on the UI thread only.
     latest_poll: var[Poll | None] = var(None, always_update=True, init=False)
-    """The watched run's latest poll (UI thread); screens watch it (:mod:`tui.messages`)."""
+    """The watched run's latest poll; every poll is news, even one that brought nothing."""
+    run_id: var[int | None] = var(None, init=False)
+    """The watched run: the one asked for, else the one found, or the one picked on the runs screen."""
+    engine_status: var[EngineStatus | None] = var(None, init=False)
+    """The latest news of the engine the app started; None before any."""
+    view: var[View | None] = var(None, always_update=True, init=False)
+    """The data under the cursor. Every load is shown, even one that read the
+    same data again (always_update also spares comparing two Views field by field)."""
     BINDINGS = [
         Binding("space", "toggle_pause", "Pause"),
         Binding("n", "step_once", "1 step"),
@@ -118,15 +139,12 @@ class RolloutLabApp(App):
         self.run_name = run_name
         self.engine_cmd = engine_cmd
         self.supervisor = EngineSupervisor(engine_cmd, self.db_path, run_name) if engine_cmd else None
-        self.engine_line: str | None = None  # the engine log's newest line, until the run appears
-        self.engine_failure: list[str] | None = None  # exit line + the log's last lines
         self.file_growth = FileGrowth(Path(db_path))
         self._missing_reported = False
         self.thresholds = thresholds
         self.feed: RunFeed | None = None
         self.run_row: dict | None = None
         self.cursor = Cursor()
-        self.view: View | None = None
         self._want_paused: bool | None = None
         self._newest_step: int | None = None  # the newest step before the last update
         self._polling = False
@@ -187,14 +205,23 @@ class RolloutLabApp(App):
             self.call_from_thread(self._show_engine_status, status)
 
     def _show_engine_status(self, status: EngineStatus) -> None:
-        """UI thread: remember the engine's newest log line, or its exit code
-        and the log's last lines (they stay on the dashboard), and toast an exit."""
+        """UI thread: hand the engine's news to the screens, and toast an exit."""
+        self.engine_status = status
         if isinstance(status, EngineExited):
-            self.engine_failure = status.lines
             self.notify(status.headline, severity="error", timeout=30)
-        else:
-            self.engine_line = status.line
-        self._tell_screens(lambda: EngineStatusChanged(status))
+
+    @property
+    def engine_line(self) -> str | None:
+        """The engine log's newest line while it runs, until its run appears."""
+        status = self.engine_status
+        return status.line if isinstance(status, EngineProgress) else None
+
+    @property
+    def engine_failure(self) -> list[str] | None:
+        """The engine's exit line and its log's last lines, once it exited
+        before its run appeared (they stay on the dashboard)."""
+        status = self.engine_status
+        return status.lines if isinstance(status, EngineExited) else None
 
     def _replay(self, run: dict | None) -> AlertThresholds | None:
         """The thresholds the feed replays the watch under, or None to show the
@@ -325,14 +352,8 @@ class RolloutLabApp(App):
         return any(isinstance(s, AdvantagesScreen) for s in self.screen_stack)
 
     def _show_view(self, view: View) -> None:
-        self.view = view
         self.cursor = view.cursor
-        for screen in self.screen_stack:
-            if isinstance(screen, NavScreen):
-                if screen.is_mounted:
-                    screen.show_view(view)
-                else:  # pushed but not composed yet: it shows this once mounted
-                    screen.initial_view = view
+        self.view = view  # the screens' watchers show it now
 
     def action_open(self, which: str) -> None:
         """``g``/``t``/``a``: open the group view, trajectory inspector or advantages view."""
@@ -343,9 +364,7 @@ class RolloutLabApp(App):
             return
         if isinstance(self.screen, NavScreen) and self.screen is not self.screen_stack[1]:
             self.pop_screen()
-        screen = screens[which]()
-        screen.initial_view = self.view
-        self.push_screen(screen)
+        self.push_screen(screens[which]())
         if which == "advantages":
             self.load_view()  # again, now with every episode's turns
 
@@ -417,67 +436,6 @@ class RolloutLabApp(App):
         if self.run_id is not None and not isinstance(self.screen, SearchScreen):
             self.push_screen(SearchScreen())
 
-    def action_reward_editor(self) -> None:
-        """``e``: edit the run's reward functions (RewardEditorScreen), starting
-        from the version the run applies now (its latest stored version)."""
-        reward_file, run_id = self._reward_file(), self.run_id
-        if reward_file is None or run_id is None:
-            self.notify("this run has no reward file recorded (config['reward_file'])",
-                        severity="error")
-            return
-        self.read_in_worker(lambda reader: reader.reward_versions(run_id),
-                            lambda versions: self._open_editor(reward_file, versions))
-
-    def _open_editor(self, reward_file: Path, versions: list[dict]) -> None:
-        # Imported here: the editor pulls in the engine's rubric checker
-        # (numpy), which `rlab watch` should not pay for at start-up.
-        from rlab.tui.reward_editor import RewardEditorScreen
-
-        if not isinstance(self.screen, RewardEditorScreen):
-            applied = versions[-1]["source"] if versions else None
-            self.push_screen(RewardEditorScreen(reward_file, self.recent_groups,
-                                                self._apply_rewards, applied_source=applied))
-
-    def action_revert_rewards(self) -> None:
-        """``u``: go back to the reward version before the current one, and resume if paused.
-
-        The way back from an edit that hangs or raises during training (the
-        engine pauses on it): the previous version goes through the same
-        set_rewards path (and the engine's gate) as any edit.
-        """
-        run_id = self.run_id
-        if run_id is None:
-            return
-        self.read_in_worker(lambda reader: reader.reward_versions(run_id), self._revert_to_previous)
-
-    def _revert_to_previous(self, versions: list[dict]) -> None:
-        if len(versions) < 2:
-            self.notify("no earlier reward version to go back to", severity="warning")
-            return
-        previous = versions[-2]
-        self.send("set_rewards", {"source": previous["source"], "weights": previous["weights"]})
-        self.notify(f"going back to reward version {previous['version']} (applied as version "
-                    f"{versions[-1]['version'] + 1})")
-        if self._want_paused:
-            self.action_toggle_pause()
-
-    def _reward_file(self) -> Path | None:
-        run = self.run_row or {}
-        path = (run.get("config") or {}).get("reward_file") or run.get("reward_file")
-        return Path(path) if path else None
-
-    def _apply_rewards(self, source: str, weights: dict) -> None:
-        self.send("set_rewards", {"source": source, "weights": weights})
-
-    def recent_groups(self, k: int) -> list[dict]:
-        """The last ``k`` groups of the run for the reward editor's preview
-        (:func:`engine.rewards.edit.stored.recent_groups`, with the app's example
-        index); ``[]`` before a run is known. Runs queries: call it off the UI thread."""
-        if self.run_id is None:
-            return []
-        with self.view_reader as reader:
-            return recent_groups(reader, self.run_id, k, self.examples)
-
     # ---- helpers for screens ---------------------------------------------------------
 
     @work(thread=True, group="read")
@@ -490,19 +448,13 @@ class RolloutLabApp(App):
             result = fn(reader)
         self.call_from_thread(done, result)
 
-    def watch_run(self, run_id: int) -> None:
-        """Switch the dashboard to another run of the file."""
+    def switch_run(self, run_id: int) -> None:
+        """Watch another run of the file (picked on the runs screen)."""
         if run_id == self.run_id:
             return
-        self.run_id, self.run_name, self.feed, self.run_row, self.view = run_id, None, None, None, None
+        self.run_name, self.feed, self.run_row, self.view = None, None, None, None
         self.cursor = Cursor()
-        self._tell_screens(lambda: RunSwitched(run_id))
-
-    def _tell_screens(self, make: Callable[[], Message]) -> None:
-        """UI thread: post a fresh ``make()`` to every screen on the stack
-        (:mod:`tui.messages`); screens that do not handle it ignore it."""
-        for screen in self.screen_stack:
-            screen.post_message(make())
+        self.run_id = run_id  # last: its watchers find the previous run's state gone
 
     @property
     def steps_per_second(self) -> float | None:

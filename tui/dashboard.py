@@ -11,9 +11,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.tui.baseline import Baseline, load_baseline
 from rlab.tui.engine_log import EngineLogScreen
-from rlab.tui.feed import FeedUpdate, RunFeed
+from rlab.tui.feed import FeedUpdate, Poll, RunFeed
 from rlab.tui.formatting import clip, fmt
-from rlab.tui.messages import EngineStatusChanged, Poll, RunSwitched
 from rlab.tui.metrics import MetricsScreen
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.reward_bars import reward_bars
@@ -144,6 +143,8 @@ class DashboardScreen(NavScreen):
         if self.app.feed is not None:  # polled before this screen was mounted
             self._note_update(None, self.app.feed)
         self.watch(self.app, "latest_poll", self._on_poll, init=False)
+        self.watch(self.app, "run_id", self._forget_run, init=False)
+        self.watch(self.app, "engine_status", self._set_header, init=False)
 
     def on_screen_resume(self) -> None:
         self._redraw()
@@ -173,17 +174,13 @@ class DashboardScreen(NavScreen):
         if not self._drawn:  # the first data: show it now, not at the next tick
             self._redraw()
 
-    def on_run_switched(self, message: RunSwitched) -> None:
-        """Forget the previous run (the app switched runs)."""
+    def _forget_run(self) -> None:
+        """The app watches another run (its ``run_id``): forget the previous one."""
         self._feed = None
         self._dirty.clear()
         self._drawn = False
         for table in self.query(DataTable):
             table.clear()
-        self._set_header()
-
-    def on_engine_status_changed(self, message: EngineStatusChanged) -> None:
-        """A new engine log line, or its exit, before the run appeared: into the header."""
         self._set_header()
 
     def show_view(self, view: View) -> None:

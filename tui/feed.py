@@ -1,8 +1,9 @@
 """What the TUI reads from the store, incrementally and with bounded memory.
 
 :class:`RunFeed` is pure Python (no textual): the app calls :meth:`RunFeed.poll`
-from a thread worker a few times a second and renders the returned
-:class:`FeedUpdate` on the UI thread. Each poll reads only what is new, by
+from a thread worker a few times a second and hands the returned
+:class:`FeedUpdate`, with the feed, to the screens on the UI thread as a
+:class:`Poll`. Each poll reads only what is new, by
 watermark (last step, last event id, last trajectory rowid), so its cost does
 not grow with the file (a run of a million trajectories polls as fast as a
 small one). Everything it keeps is bounded: the step series decimates
@@ -199,3 +200,13 @@ class RunFeed:
                 self.alerts.extend(new)
                 update.alerts.extend(new)
             self.last_step = step
+
+
+@dataclass(frozen=True, eq=False)
+class Poll:
+    """One poll of the watched run: what it brought (``update``, possibly
+    nothing new) and everything read so far (``feed``; its ``lock`` guards it
+    against the poll worker)."""
+
+    update: FeedUpdate
+    feed: RunFeed

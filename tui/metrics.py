@@ -20,8 +20,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input
 
 from rlab.tui.baseline import Baseline, metric_series
+from rlab.tui.feed import Poll
 from rlab.tui.formatting import fmt
-from rlab.tui.messages import Poll
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.series import StepSeries
 

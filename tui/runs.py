@@ -80,7 +80,7 @@ class RunsScreen(Screen):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter: watch that run on the dashboard."""
-        self.app.watch_run(int(event.row_key.value))
+        self.app.switch_run(int(event.row_key.value))
         self.app.pop_screen()
 
     def action_pin(self) -> None:

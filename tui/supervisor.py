@@ -9,8 +9,8 @@ stdout and stderr appended to ``<db>.engine.log``
 poll worker asks :meth:`EngineSupervisor.check` what became of it: the log's
 newest line (:class:`EngineProgress`, for the header), or, once, that it
 exited before creating the run (:class:`EngineExited`: its exit code and the
-log's last lines). The app tells the screens with
-:class:`tui.messages.EngineStatusChanged`.
+log's last lines). The app hands it to the screens in its reactive
+``engine_status``.
 """
 
 from __future__ import annotations

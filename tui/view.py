@@ -4,8 +4,9 @@ The user moves one cursor through the run: ``[``/``]`` steps, left/right the
 groups of a step, up/down the trajectories of a group. Every inspection screen
 (dashboard, group view, trajectory inspector, advantages view) shows the same
 :class:`View`; the app reads it off the UI thread (:class:`ViewLoader`, in a
-thread worker) and hands it to the screens. :class:`NavScreen` holds the key
-bindings so the footer lists them only on screens where they work.
+thread worker) and puts it in its reactive ``view``, which every
+:class:`NavScreen` watches. :class:`NavScreen` also holds the key bindings, so
+the footer lists them only on screens where they work.
 """
 
 from __future__ import annotations
@@ -120,17 +121,21 @@ NAV_BINDINGS = [
 
 
 class NavScreen(Screen):
-    """A screen that shows the cursor's :class:`View` and takes the cursor keys."""
+    """A screen that shows the cursor's :class:`View` (the app's ``view``)
+    and takes the cursor keys."""
 
     BINDINGS = NAV_BINDINGS
     VIEW_NAME: str | None = None
     """``group``, ``trajectory`` or ``advantages``: its own key is hidden here."""
-    initial_view: View | None = None
-    """Set before pushing the screen: shown once it is mounted."""
 
     def on_mount(self) -> None:
-        if self.initial_view is not None:
-            self.show_view(self.initial_view)
+        # init: a screen opened after the cursor moved starts on the current view.
+        self.watch(self.app, "view", self._view_changed)
+
+    def _view_changed(self, view: View | None) -> None:
+        # A popped screen runs on until it is removed; it no longer follows the cursor.
+        if view is not None and self in self.app.screen_stack:
+            self.show_view(view)
 
     def show_view(self, view: View) -> None:
         """Render ``view``; screens override this (called on the UI thread)."""
