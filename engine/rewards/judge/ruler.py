@@ -10,9 +10,11 @@ Works against any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM's
 ``vllm serve``, Ollama, llama.cpp's server) through ``openai.AsyncOpenAI``.
 Robustness rules (see :class:`RulerJudge`): scores are matched by
 trajectory_id, never by position; out-of-range scales are rescaled by a fixed
-rule; prose around the JSON is tolerated; bad
-answers and transient HTTP errors are retried with backoff; a group that
-still fails comes back with ``scores=None`` and an error, never dropped.
+rule; prose around the JSON is tolerated; transient HTTP errors and failed
+connections are retried by the openai client (its backoff, the server's
+``Retry-After``), time-outs and answers the judge cannot read by this
+module, with backoff; a group that still fails comes back with
+``scores=None`` and an error, never dropped.
 """
 
 from __future__ import annotations
@@ -30,15 +32,13 @@ import openai
 from rlab.engine.config import JudgeSettings
 from rlab.engine.rewards.judge.answer import JudgeAnswerError, answer_token_budget, parse_answer, response_format
 from rlab.engine.rewards.judge.cache import JudgeCache, default_cache_dir, request_hash
+from rlab.engine.rewards.judge.http_client import AttemptLog, JudgeHttpClient
 from rlab.engine.rewards.judge.prompt import DEFAULT_RUBRIC, Message, build_judge_messages, validate_trajectories
 
 #: ``JudgeResult.response_mode`` values: the JSON schema sent as
 #: ``response_format``, the schema in the prompt (a server that refused
 #: response_format), or an answer from the disk cache.
 RESPONSE_MODES = ("json_schema", "prompt", "cache")
-
-#: HTTP statuses worth another try (as the openai client's own retry rule).
-_RETRY_STATUSES = frozenset({408, 409, 429})
 
 
 @dataclass
@@ -54,7 +54,8 @@ class JudgeResult:
         raw: the judge's last raw answer text ("" if none arrived).
         model: the judge model name.
         request_hash: sha256 of the last request (the cache key).
-        attempts: HTTP requests made (0 for a cache hit).
+        attempts: HTTP requests made, the openai client's own retries
+            included (0 for a cache hit).
         latency_s: wall-clock seconds of the whole call, retries and backoff
             included.
         prompt_tokens / completion_tokens: usage summed over all attempts
@@ -131,54 +132,16 @@ def _refuses_response_format(exc: openai.APIStatusError) -> bool:
     return exc.status_code in (400, 422)
 
 
-def _is_transient(exc: Exception) -> bool:
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    return isinstance(exc, openai.APIStatusError) and (
-        exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
-    )
-
-
-#: What to do about the permanent HTTP errors people hit first.
-_FIXES = {
-    401: " (fix: pass api_key or set OPENAI_API_KEY)",
-    404: " (fix: check base_url, which ends in /v1, and the model name the server serves)",
-}
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, openai.APITimeoutError):
-        return "request timed out"
-    if isinstance(exc, openai.APIStatusError):
-        # the client prefixes "Error code: N - "; the server's own message is in the body
-        body = exc.body if isinstance(exc.body, dict) else {}
-        message = body.get("message") or exc.message
-        return f"HTTP {exc.status_code}: {message}{_FIXES.get(exc.status_code, '')}"
-    if isinstance(exc, openai.APIConnectionError):
-        return f"connection failed (is the judge server up at base_url?): {exc.__cause__ or exc}"
-    return str(exc)
-
-
-def _retry_after_s(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 @dataclass
 class _Tally:
     """What one score_group call has spent and seen so far."""
 
-    attempts: int = 0
+    http: AttemptLog = field(default_factory=AttemptLog)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     raw: str = ""
     key: str = ""
     mode: str = "json_schema"
-    errors: list[str] = field(default_factory=list)
 
 
 class RulerJudge:
@@ -195,18 +158,27 @@ class RulerJudge:
         rubric: grading standards in plain text; None uses
             ``engine.rewards.judge.prompt.DEFAULT_RUBRIC``.
         max_retries: retries after the first attempt (so up to max_retries + 1
-            requests) for HTTP 408/409/429/5xx, time-outs, connection errors
-            and unusable answers. Other HTTP errors (401, 404, ...) fail at once.
-        timeout_s: per-request time-out, seconds.
+            requests in all) for HTTP 408/409/429/5xx, time-outs, connection
+            errors and unusable answers. Other HTTP errors (401, 404, ...) fail
+            at once. HTTP errors and failed connections are retried by the
+            openai client, given what is left of this budget; time-outs and
+            unusable answers by the judge.
+        timeout_s: per-request time limit, seconds, from connecting to the
+            last byte (``engine.rewards.judge.http_client``).
         prices: model -> (USD per 1M input tokens, USD per 1M output tokens);
             without an entry for ``model`` the cost is None.
         cache_dir: where answers are cached; None is
             :func:`engine.rewards.judge.cache.default_cache_dir`.
         use_cache: False skips the disk cache entirely.
-        backoff_base_s / backoff_max_s: the k-th retry waits
-            ``min(backoff_max_s, backoff_base_s * 2**(k-1)) * U(1, 2)`` seconds
-            (exponential backoff with jitter), or the server's ``Retry-After``
-            when that is larger, capped at ``backoff_max_s``.
+        backoff_base_s / backoff_max_s: after a time-out or an unusable
+            answer, the k-th retry waits
+            ``min(backoff_max_s, backoff_base_s * 2**(k-1)) * U(1, 2)``
+            seconds, capped at ``backoff_max_s`` (exponential backoff with
+            jitter). A retry of an HTTP error or a failed connection waits as
+            the openai client decides, which has no public setting for it:
+            the server's ``Retry-After`` (or ``retry-after-ms``) up to 2
+            minutes (a longer one is not retried), else 0.5 s doubling per
+            retry up to 8 s, less up to 25 % jitter.
 
     If the server rejects the JSON-schema ``response_format`` (HTTP 400/422
     naming it), the judge switches, for the rest of its life, to asking for
@@ -278,9 +250,10 @@ class RulerJudge:
     def _client_here(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
+            # timeout=None: the time limit is JudgeHttpClient's, whose time-outs the client does not retry
             self._client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, max_retries=0,
-                timeout=self.timeout_s,
+                api_key=self._api_key, base_url=self.base_url, max_retries=self.max_retries,
+                timeout=None, http_client=JudgeHttpClient(self.timeout_s),
             )
             self._client_loop = loop
         return self._client
@@ -370,11 +343,9 @@ class RulerJudge:
         per_input, per_output = self.prices[self.model]
         return (prompt_tokens * per_input + completion_tokens * per_output) / 1e6
 
-    def _backoff_s(self, failures: int, exc: Exception | None) -> float:
+    def _backoff_s(self, failures: int) -> float:
         delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (failures - 1))
-        delay *= 1.0 + self._random.random()
-        hinted = _retry_after_s(exc) if exc is not None else None
-        return min(self.backoff_max_s, max(delay, hinted or 0.0))
+        return min(self.backoff_max_s, delay * (1.0 + self._random.random()))
 
     def _from_cache(self, key: str) -> JudgeResult | None:
         entry = self.cache.get(key) if self.cache is not None else None
@@ -414,25 +385,32 @@ class RulerJudge:
             result = JudgeResult(
                 scores=None,
                 explanations=[],
-                error=f"judge failed after {tally.attempts} attempt(s): {tally.errors[-1]}",
+                error=f"judge failed after {tally.http.attempts} attempt(s): {tally.http.errors[-1]}",
                 raw=tally.raw,
                 model=self.model,
                 request_hash=tally.key,
             )
-        result.attempts = tally.attempts
+        result.attempts = tally.http.attempts
         result.latency_s = time.perf_counter() - started
         result.prompt_tokens = tally.prompt_tokens
         result.completion_tokens = tally.completion_tokens
         result.cost_usd = self._cost(tally.prompt_tokens, tally.completion_tokens)
-        result.attempt_errors = tally.errors
+        result.attempt_errors = tally.http.errors
         result.response_mode = tally.mode
         return result
 
     async def _until_done(
         self, client: openai.AsyncOpenAI, trajectories: Sequence[Sequence[Message]], tally: _Tally
     ) -> JudgeResult | None:
-        """Attempts with backoff until an answer, a cache hit, a permanent
-        error or the last retry; None means failed (reasons in ``tally``)."""
+        """Attempts until an answer, a cache hit, an HTTP error the openai
+        client gave up on, or the last retry; None means failed (reasons in
+        ``tally``).
+
+        The openai client retries HTTP errors and failed connections; this
+        loop retries time-outs and answers it cannot read. ``failures``
+        counts the failed requests so far, the client's retries included, so
+        both share ``max_retries``.
+        """
         failures = 0
         while True:
             request = self._request(trajectories)
@@ -442,31 +420,36 @@ class RulerJudge:
             if (hit := self._from_cache(tally.key)) is not None:
                 tally.mode = "cache"
                 return hit
+            sent_before = tally.http.attempts
+            retrying = client.with_options(max_retries=self.max_retries - failures)
             try:
-                return await self._attempt(client, request, len(trajectories), tally)
+                return await self._attempt(retrying, request, len(trajectories), tally)
             except openai.APIStatusError as exc:
                 if self.use_response_format and _refuses_response_format(exc):
                     self.use_response_format = False
-                    tally.errors.append(f"{_describe(exc)} (re-sent asking for JSON in the prompt)")
+                    # JudgeHttpClient logged the refusal itself
+                    tally.http.errors[-1] += " (re-sent asking for JSON in the prompt)"
+                    failures += tally.http.attempts - sent_before - 1  # the switch uses up no retry
                     continue
-                tally.errors.append(_describe(exc))
-                if not _is_transient(exc):
-                    return None
-                failure: Exception = exc
-            except (openai.APIConnectionError, JudgeAnswerError) as exc:
-                tally.errors.append(_describe(exc))
-                failure = exc
-            failures += 1
+                return None  # permanent, or the client's retries ran out (each response logged)
+            except openai.APIConnectionError:  # the client's retries ran out (each failure logged)
+                return None
+            except TimeoutError:  # JudgeHttpClient's limit, which the client does not retry (logged)
+                pass
+            except JudgeAnswerError as exc:
+                tally.http.errors.append(str(exc))
+            failures += tally.http.attempts - sent_before
             if failures > self.max_retries:
                 return None
-            await asyncio.sleep(self._backoff_s(failures, failure))
+            await asyncio.sleep(self._backoff_s(failures))
 
     async def _attempt(
         self, client: openai.AsyncOpenAI, request: dict[str, Any], group_size: int, tally: _Tally
     ) -> JudgeResult:
-        """One request; raises openai errors or :class:`JudgeAnswerError`."""
-        tally.attempts += 1
-        response = await client.chat.completions.create(**request)
+        """One request (with the client's retries); raises openai errors,
+        ``TimeoutError`` or :class:`JudgeAnswerError`."""
+        with tally.http.watching():
+            response = await client.chat.completions.create(**request)
         if response.usage is not None:
             tally.prompt_tokens += response.usage.prompt_tokens or 0
             tally.completion_tokens += response.usage.completion_tokens or 0
