@@ -408,7 +408,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rlab.engine.train.checkpoint import CheckpointError
     from rlab.engine.policy.model import ModelLoadError
     from rlab.engine.policy.vllm import VLLMError
-    from rlab.engine.rewards.rubric import RubricError
+    from rlab.engine.rewards.rubric_errors import RubricError
     from rlab.store.db import RunFileError, SchemaVersionError
     from rlab.store.writer import RunBusyError
 

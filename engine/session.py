@@ -241,7 +241,7 @@ def start(config: RunConfig) -> Session:
 
     Raises:
         rlab.scenarios.UnknownScenarioError, rlab.engine.policy.model.ModelLoadError,
-        OSError (unwritable DB path), rlab.engine.rewards.rubric.RubricError,
+        OSError (unwritable DB path), rlab.engine.rewards.rubric_errors.RubricError,
         rlab.engine.success.SuccessError, ValueError (inconsistent options).
     """
     scenario = load_scenario(config.scenario, config.task)

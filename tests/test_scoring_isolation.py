@@ -15,7 +15,8 @@ import pytest
 
 from rlab.engine.rewards.child import LOG_BUDGET_BYTES
 from rlab.engine.rewards.edit.check import validate
-from rlab.engine.rewards.rubric import ScoreResult, load_rubric
+from rlab.engine.rewards.rubric import load_rubric
+from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
 from rlab.engine.success import SuccessRule
 

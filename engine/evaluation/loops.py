@@ -104,7 +104,7 @@ def run_loop(settings: LoopSettings) -> LoopResult:
 
     Raises:
         scenarios.UnknownScenarioError, engine.policy.model.ModelLoadError,
-        engine.train.checkpoint.CheckpointError, engine.rewards.rubric.RubricError,
+        engine.train.checkpoint.CheckpointError, engine.rewards.rubric_errors.RubricError,
         engine.evaluation.frozen.CompletionsFileError, KeyError (unknown
         run), ValueError (bad settings), FileNotFoundError.
     """

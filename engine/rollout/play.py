@@ -17,7 +17,7 @@ from transformers import PreTrainedTokenizerBase
 
 from rlab.engine.config import RunConfig
 from rlab.engine.success import SuccessRule
-from rlab.engine.rewards.rubric import ScoreResult
+from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring import Scorer, scorer_examples
 from rlab.engine.rollout.episodes import run_groups
 from rlab.engine.types import Example, Message, Rollouts, Sample, Sampler, Trajectory, Turn
