@@ -136,8 +136,9 @@ def _add_field(group: argparse._ActionsContainer, dest: str, info: FieldInfo) ->
         group.add_argument(*names, metavar=metavar, help=_help(info), **common)
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """Add one option per RunConfig field (and per nested settings field).
+def add_run_options(parser: argparse.ArgumentParser, *, leave_out: tuple[str, ...] = ()) -> None:
+    """Add one option per RunConfig field (and per nested settings field), but
+    those in ``leave_out`` (``rlab fork`` takes ``fork_from`` as its argument).
 
     Options default to ``argparse.SUPPRESS``: the namespace holds only what
     was typed, and :func:`config_from_args` lets RunConfig fill the rest.
@@ -146,7 +147,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
     nested = nested_models()
     for name, info in RunConfig.model_fields.items():
-        if name not in nested:
+        if name not in nested and name not in leave_out:
             _add_field(parser, name, info)
     for name, model in nested.items():
         group = parser.add_argument_group(f"{name}: {(RunConfig.model_fields[name].description or '')}")
@@ -217,18 +218,52 @@ def check_options(config: RunConfig) -> None:
         CliError: with the problem and its fix.
     """
     from rlab.engine.config import MODEL_ALIASES
+
+    if config.fork_from is not None or config.resume is not None:
+        _check_reopen(config)
+        return
+    scenario = _scenario(config)
+    config = config.with_run_defaults(scenario.run_defaults)  # every check sees the options the run will have
+    if config.model is not None and str(config.model) not in MODEL_ALIASES:
+        _check_model(config, config.model)
+    _check_run_options(config, scenario)
+    if config.store:
+        check_run_file(config.db, writable=True)
+        _check_name_and_resume(config)
+
+
+def _scenario(config: RunConfig) -> Scenario:
     from rlab.scenarios import UnknownScenarioError, load_scenario
     from rlab.scenarios.task_scenario import TaskError
 
     try:
-        scenario = load_scenario(config.scenario, config.task)
+        return load_scenario(config.scenario, config.task)
     except UnknownScenarioError as err:
         raise CliError(f"--scenario: {err}") from None
     except TaskError as err:
         raise CliError(f"--task: {err}") from None
-    config = config.with_run_defaults(scenario.run_defaults)  # every check sees the options the run will have
-    if config.model is not None and str(config.model) not in MODEL_ALIASES:
-        _check_model(config, config.model)
+
+
+def _check_reopen(config: RunConfig) -> None:
+    """A fork or a resume: the run file, the run and its checkpoint, the options
+    given (each may change there: ``engine.settings``), and the options the
+    reopened run will have, checked as a new run's."""
+    from rlab.engine.fork import plan_fork, plan_resume
+    from rlab.engine.settings import SettingsError
+
+    check_run_file(config.db, writable=True)
+    _check_name_and_resume(config)
+    try:
+        reopened = (plan_fork(config) if config.fork_from is not None else plan_resume(config)).config
+    except SettingsError as err:
+        raise CliError(f"{'fork' if config.fork_from else '--resume'}: {err}") from None
+    except (KeyError, ValueError, FileNotFoundError) as err:
+        raise CliError(str(err.args[0] if isinstance(err, KeyError) else err)) from None
+    _check_run_options(reopened, _scenario(reopened))
+
+
+def _check_run_options(config: RunConfig, scenario: Scenario) -> None:
+    """The options of a run about to start (new, resumed or forked) against this machine and the task."""
     if config.device is not None:
         _check_device(config.device)
     cpus = len(os.sched_getaffinity(0))
@@ -241,24 +276,24 @@ def check_options(config: RunConfig) -> None:
 
     if (missing := missing_package(config.report_to)) is not None:
         raise CliError(missing)
-    if config.resume is None:
+    if config.resume is None and (config.fork_from is None or config.rewards is not None):
         _check_reward_file(config, scenario)
     available = len(scenario.train_examples(config.seed))
     if config.prompts_per_step > available:
         raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "
                        f"has {available} training prompts; pass at most {available}")
-    if config.store:
-        check_run_file(config.db, writable=True)
-        _check_name_and_resume(config)
 
 
 def _check_reward_file(config: RunConfig, scenario: Scenario) -> None:
-    """The reward file loads (in the user-code child process: a second or so) and
-    has the success function, before any model loads or the run file is touched."""
+    """The reward file (``--rewards``, else the task's) loads (in the user-code child
+    process: a second or so) and has the success function, before any model loads
+    or the run file is touched."""
     from rlab.engine.rewards.edit.check import validate
     from rlab.engine.success import SuccessError, SuccessRule
 
-    path = scenario.reward_file
+    path = config.rewards or scenario.reward_file
+    if not path.is_file():
+        raise CliError(f"--rewards {path}: no such file")
     result = validate(path.read_text(encoding="utf-8"), [], [], filename=path.name)
     if not result.ok:
         where = f" (line {result.lineno})" if result.lineno and f"line {result.lineno}" not in result.message else ""
@@ -357,7 +392,7 @@ def _check_name_and_resume(config: RunConfig) -> None:
         if config.resume is None:
             if config.name is not None and reader.run_by_name(config.name) is not None:
                 raise CliError(f"--name {config.name}: a run with that name is already in {config.db}; "
-                               "choose another --name, or continue it with --resume")
+                               "choose another --name" + ("" if config.fork_from else ", or continue it with --resume"))
             return
         try:
             run = resolve_run(reader, config.resume)

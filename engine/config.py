@@ -118,7 +118,16 @@ class RunConfig(BaseModel):
         "keep the last K checkpoints, plus the best by held-out eval; older ones are deleted "
         "(0 keeps every one)"))
     store: bool = Field(True, description="False disables the writer (overhead benchmark)")
-    resume: str | None = Field(None, description="continue this run (name or id) from its last checkpoint")
+    resume: str | None = Field(None, description=(
+        "continue this run (name or id) from its last checkpoint; of the other options only those that may "
+        "change between steps, the budgets, checkpointing and where it runs apply (README, \"Test a change "
+        "against its control\")"))
+    fork_from: str | None = Field(None, description=(
+        "start a new run (--name) from another run's checkpoint, RUN@STEP (STEP: a checkpoint's step, best or "
+        "latest): its weights, optimizer, RNG and reward version, with the options given changed "
+        "(`rlab fork RUN@STEP` is this)"))
+    rewards: Path | None = Field(None, description=(
+        "a reward file to train with instead of the task's own (on a fork: instead of the parent's version)"))
     pause_on_reward_error: bool = Field(True, description="pause when a reward function fails (hangs, raises, "
                                         "returns no finite number)")
 

@@ -122,6 +122,8 @@ class Recorder:
         self.controller = Controller(run.writer, run.run_id, poll_interval_s=poll_interval_s)
         #: the last step's last groups: what a reward edit must score cleanly before it applies
         self.last_groups: list[GroupRecord] = []
+        #: setting changes applied so far (``rlab set``, a resume's): 0 = as the run started
+        self.settings_version = 0
 
     @property
     def writer(self) -> StoreWriter:
@@ -214,11 +216,12 @@ class Recorder:
             self.reject_edit(command_id, step, str(err))
             return None
 
-    def reject_edit(self, command_id: int, step: int, message: str) -> None:
-        """Refuse a reward edit: the command resolved ``rejected``, an ``error`` event, a line."""
+    def reject_edit(self, command_id: int, step: int, message: str, *, what: str = "reward_edit") -> None:
+        """Refuse a reward edit (or, ``what="settings"``, a settings change): the command
+        resolved ``rejected``, an ``error`` event (``{what}_rejected``), a line."""
         self.writer.resolve_command(command_id, "rejected", message)
-        self.writer.write_event(self.run.run_id, "error", {"reward_edit_rejected": message}, step=step)
-        say(f"reward edit rejected at step {step}: {message}")
+        self.writer.write_event(self.run.run_id, "error", {f"{what}_rejected": message}, step=step)
+        say(f"{what.replace('_', ' ')} rejected at step {step}: {message}")
 
     def switch_rewards(self, step: int, version: int, rubric: RubricVersion, *, from_step: int,
                        command_id: int | None = None, replayed: bool = False, message: str | None = None,
@@ -241,3 +244,26 @@ class Recorder:
         if command_id is not None:
             self.writer.resolve_command(command_id, "applied", message)
         say(f"reward version {version} in force from step {from_step}" + (" (replayed)" if replayed else ""))
+
+    # -- settings between steps ---------------------------------------------------------
+
+    def retune(self, thresholds: AlertThresholds) -> None:
+        """Judge the next steps by other alert thresholds; the watch keeps its history."""
+        self.watch.retune(thresholds)
+
+    def switch_settings(self, step: int, changes: Mapping[str, object], *, command_id: int | None = None,
+                        replayed: bool = False) -> None:
+        """Record settings version ``settings_version + 1`` in force from step ``step``
+        (``engine.settings``): a ``settings`` event (``replayed``: a resumed run
+        making again a change a re-run step was first made for) and the command
+        resolved as applied. The caller has applied ``changes`` to its trainer."""
+        self.settings_version += 1
+        shown = ", ".join(f"{name}={value}" for name, value in changes.items())
+        payload = {"version": self.settings_version, "changes": dict(changes), "from_step": step}
+        self.writer.write_event(self.run.run_id, "settings", payload | ({"replayed": True} if replayed else {}),
+                                step=step)
+        if command_id is not None:
+            self.writer.resolve_command(command_id, "applied",
+                                        f"settings version {self.settings_version} from step {step}: {shown}")
+        say(f"settings version {self.settings_version} in force from step {step}: {shown}"
+            + (" (replayed)" if replayed else ""))

@@ -20,11 +20,11 @@ RUN_KINDS = ("train", "eval", "select")
 
 EVENT_KINDS = (
     "pause", "resume", "reward_edit", "alert", "error", "eval", "judge_failed", "checkpoint",
-    "server_dropped", "warning", "stop",
+    "server_dropped", "warning", "stop", "fork", "settings",
 )
 """Values of ``events.kind``."""
 
-COMMAND_KINDS = ("pause", "resume", "step", "stop", "set_rewards")
+COMMAND_KINDS = ("pause", "resume", "step", "stop", "set_rewards", "set_settings")
 """Values of ``commands.kind`` (the TUI -> engine control channel)."""
 
 COMMAND_STATUSES = ("pending", "applied", "rejected")

@@ -178,16 +178,50 @@ class StoreWriter:
                 f"a run named {name!r} already exists in {self.path}; choose another "
                 "--name, or continue it with --resume"
             )
-        now = time.time()
         with write_transaction(self.database):
-            return insert_row(self.database,
-                "INSERT INTO runs (name, scenario, config, manifest, status, pid, host, "
-                "created_at, heartbeat_at, reward_file, kind) "
-                "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                [name, scenario, dumps(scrub(config), "config"), dumps(scrub(manifest), "manifest"),
-                 os.getpid(), socket.gethostname(), now, now,
-                 None if reward_file is None else str(reward_file), kind],
-            )
+            return self._insert_run(name, scenario, config, manifest, reward_file, kind)
+
+    def _insert_run(self, name: str, scenario: str, config: dict, manifest: dict, reward_file: str | Path | None,
+                    kind: str, parent: tuple[int, int] | None = None) -> int:
+        now = time.time()
+        return insert_row(self.database,
+            "INSERT INTO runs (name, scenario, config, manifest, status, pid, host, "
+            "created_at, heartbeat_at, reward_file, kind, parent_id, fork_step, last_step) "
+            "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [name, scenario, dumps(scrub(config), "config"), dumps(scrub(manifest), "manifest"),
+             os.getpid(), socket.gethostname(), now, now,
+             None if reward_file is None else str(reward_file), kind, *(parent or (None, None)),
+             None if parent is None else parent[1]],
+        )
+
+    @_noop_when_disabled()
+    def start_fork(self, name: str, scenario: str, config: dict, manifest: dict, *, reward_file: str | Path,
+                   parent_id: int, step: int, reward_versions: list[tuple[int, str, dict[str, float]]]) -> int:
+        """Create a fork of run ``parent_id`` at its checkpoint of step ``step``; return its id.
+
+        One transaction, so a process killed meanwhile leaves no half-made
+        run: the run row (status ``running``, ``parent_id``, ``fork_step``,
+        ``last_step`` = ``step``), its reward versions ``(version, source,
+        weights)`` (the parent's, up to the one in force, then a new file's)
+        and a ``fork`` event with ``config["fork"]`` (the lineage). While the
+        fork exists, the parent's checkpoint is never pruned (:meth:`checkpoints`).
+
+        Raises:
+            ValueError: a run called ``name`` already exists, or the parent
+                has no checkpoint at ``step`` (pruned meanwhile).
+        """
+        with write_transaction(self.database):
+            if self.database.execute("SELECT 1 FROM runs WHERE name = ?", [name]).fetchone():
+                raise ValueError(f"a run named {name!r} already exists in {self.path}; choose another --name")
+            if self.database.execute("SELECT 1 FROM checkpoints WHERE run_id = ? AND step = ?",
+                                     [parent_id, step]).fetchone() is None:
+                raise ValueError(f"the parent run has no checkpoint of step {step} any more (its "
+                                 "--keep-checkpoints pruned it while the fork started); fork from another step")
+            run_id = self._insert_run(name, scenario, config, manifest, reward_file, "train", (parent_id, step))
+            for version, source, weights in reward_versions:
+                self.write_reward_version(run_id, version, source, weights)
+            self._event(run_id, "fork", config.get("fork") or {}, step, time.time())
+            return run_id
 
     @_noop_when_disabled()
     def resume_run(self, run_id: int) -> dict:
@@ -359,10 +393,12 @@ class StoreWriter:
     @_noop_when_disabled(list)
     def checkpoints(self, run_id: int) -> list[dict]:
         """The run's recorded checkpoints by step: ``{"id", "step", "path",
-        "eval"}``, ``eval`` being the held-out ``eval/pass_at_1`` stored for
-        that step (None when that step had no eval)."""
+        "eval", "forked"}``, ``eval`` being the held-out ``eval/pass_at_1``
+        stored for that step (None when that step had no eval), ``forked``
+        whether a fork started from it (1 or 0)."""
         return fetch_dicts(self.database.execute(
-            "SELECT c.id, c.step, c.path, s.eval_pass_at_1 AS eval FROM checkpoints c "
+            "SELECT c.id, c.step, c.path, s.eval_pass_at_1 AS eval, EXISTS (SELECT 1 FROM runs f "
+            "WHERE f.parent_id = c.run_id AND f.fork_step = c.step) AS forked FROM checkpoints c "
             "LEFT JOIN steps s ON s.run_id = c.run_id AND s.step = c.step "
             "WHERE c.run_id = ? ORDER BY c.step, c.id", [run_id]))
 

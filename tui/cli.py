@@ -2,6 +2,8 @@
 
     rlab                          TUI + a new run of the default scenario
     rlab run --headless [...]     train without the TUI, end with one JSON line
+    rlab fork RUN@STEP --name NEW [run options] [--rewards FILE]   a new run from RUN's checkpoint
+    rlab set RUN KEY=VALUE ...    change a live run's settings between two steps
     rlab watch [--db PATH] [RUN]  attach the TUI to a run (running or finished)
     rlab runs [--db PATH] [--json]
     rlab export RUN --out DIR [--db PATH] [--format rlab|verifiers|trl|art]
@@ -32,6 +34,7 @@ from pydantic import ValidationError
 
 DEFAULT_DB = Path("rlab.db")
 RUN = "run"
+FORK = "fork"
 
 
 def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
@@ -50,10 +53,22 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=ArgumentParser)
     run = sub.add_parser(RUN, help="start a run (with the TUI unless --headless)")
     run.add_argument("--headless", action="store_true", help="no TUI; print progress and a JSON summary")
+    fork = sub.add_parser(FORK, help="start a new run from a checkpoint of another, with options changed")
+    fork.add_argument("fork_from", metavar="RUN@STEP",
+                      help="the run and its checkpoint: a checkpoint's step, best (held-out pass@1) or latest")
+    fork.add_argument("--headless", action="store_true", help="no TUI; print progress and a JSON summary")
     if run_options:
         from rlab.engine.cli import add_run_options
 
         add_run_options(run)
+        add_run_options(fork, leave_out=("fork_from", "resume"))
+    settings = sub.add_parser("set", help="change a live run's settings at its next step boundary (lr, "
+                              "temperature, beta, max_new_tokens, prompts_per_step, eval_every, alert.NAME)")
+    settings.add_argument("run", help="run name or id")
+    settings.add_argument("changes", nargs="+", metavar="KEY=VALUE", help="e.g. lr=2e-5 alert.hack_gap=0.2")
+    settings.add_argument("--db", type=Path, default=DEFAULT_DB)
+    settings.add_argument("--wait", type=float, default=30.0,
+                          help="seconds to wait for a running run to apply (or refuse) the change")
     watch = sub.add_parser("watch", help="attach the TUI to a run in a file")
     watch.add_argument("--db", type=Path, default=DEFAULT_DB)
     watch.add_argument("run", nargs="?", help="run name or id (default: the latest)")
@@ -212,6 +227,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.headless:
         return guarded(lambda: run_headless(config))
     return _tui_with_engine(args, config)
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """``rlab fork RUN@STEP [run options]`` is ``rlab run --fork-from RUN@STEP [run options]``."""
+    args.argv = ["--fork-from", args.fork_from, *(a for a in args.argv if a != args.fork_from)]
+    return cmd_run(args)
+
+
+def cmd_set(args: argparse.Namespace) -> int:
+    """``rlab set RUN KEY=VALUE ...``: check the change as the engine will (``engine.settings``),
+    queue it, and wait for the run to apply it at its next step boundary (a paused run: at once)."""
+    from rlab.engine.settings import checked_for_run, parse_assignments
+    from rlab.store.control import send_command, wait_for_command
+    from rlab.store.reader import StoreReader, resolve_run
+
+    if not args.db.is_file():
+        raise FileNotFoundError(f"no run file at {args.db}; pass --db PATH")
+    with StoreReader(args.db) as reader:
+        run = resolve_run(reader, args.run)
+        if run["status"] not in ("running", "paused"):
+            raise ValueError(f"run {run['name']} is {run['status']}: rlab set changes a live run; resume it with "
+                             f"the change (rlab run --headless --resume {run['name']} --lr ...) or fork it")
+        changes = checked_for_run(run, reader.events(run["id"]), parse_assignments(args.changes))
+    command_id = send_command(args.db, run["id"], "set_settings", {"changes": changes})
+    shown = ", ".join(f"{k}={v}" for k, v in changes.items())
+    resolved = wait_for_command(args.db, run["id"], command_id, args.wait)
+    if resolved is None:
+        print(f"sent {shown} to run {run['name']} (command {command_id}); not applied within {args.wait:g} s: "
+              "it applies at the run's next step boundary")
+        return 0
+    if resolved["status"] == "rejected":
+        raise ValueError(f"run {run['name']} refused {shown}: {resolved['message']}")
+    print(f"run {run['name']}: {resolved['message']}")
+    return 0
 
 
 def _engine_command(args: argparse.Namespace, name: str) -> list[str]:
@@ -449,7 +498,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "watch": cmd_watch, "runs": cmd_runs, "export": cmd_export,
+COMMANDS = {"run": cmd_run, FORK: cmd_fork, "set": cmd_set, "watch": cmd_watch, "runs": cmd_runs, "export": cmd_export,
             "eval": cmd_loop, "select": cmd_loop, "compare": cmd_compare, "inspect": cmd_inspect,
             "reward": cmd_reward, "import": cmd_import, "serve": cmd_serve,
             **dict.fromkeys(CONTROL_COMMANDS, cmd_control)}
@@ -468,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     bare = build_parser(run_options=False)
     argv = _with_command(argv, bare)
-    parser = build_parser() if argv[0] == RUN else bare
+    parser = build_parser() if argv[0] in (RUN, FORK) else bare
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         _unrecognized(parser, args.command, unknown)
@@ -497,7 +546,7 @@ def _expected(command: str) -> tuple[type[BaseException], ...]:
 
     from rlab.store.db import RunFileError, SchemaVersionError
 
-    if command in (RUN, "eval", "select", "serve"):
+    if command in (RUN, FORK, "eval", "select", "serve"):
         from rlab.engine.cli import expected_errors
 
         return expected_errors()

@@ -30,10 +30,20 @@ from typing import Any
 import openai
 
 from rlab.engine.config import JudgeSettings
-from rlab.engine.rewards.judge.answer import JudgeAnswerError, answer_token_budget, parse_answer, response_format
+from rlab.engine.rewards.judge.answer import (EXPLANATION_MAX_CHARS, JudgeAnswer, JudgeAnswerError, ScoredTrajectory,
+                                              answer_schema, answer_token_budget, extract_json_object,
+                                              normalize_scores, parse_answer, response_format)
 from rlab.engine.rewards.judge.cache import JudgeCache, default_cache_dir, request_hash
 from rlab.engine.rewards.judge.http_client import AttemptLog, JudgeHttpClient
-from rlab.engine.rewards.judge.prompt import DEFAULT_RUBRIC, Message, build_judge_messages, validate_trajectories
+from rlab.engine.rewards.judge.prompt import (DEFAULT_RUBRIC, Message, build_judge_messages, shared_prefix_length,
+                                              validate_trajectories)
+
+#: The judge's public names. This module stays the one a script imports the judge
+#: from, as it was before the prompt and the answer got modules of their own.
+__all__ = ["DEFAULT_RUBRIC", "EXPLANATION_MAX_CHARS", "JudgeAnswer", "JudgeAnswerError", "JudgeResult", "Message",
+           "RulerJudge", "ScoredTrajectory", "answer_schema", "answer_token_budget", "build_judge_messages",
+           "extract_json_object", "normalize_scores", "parse_answer", "response_format", "shared_prefix_length",
+           "validate_trajectories"]
 
 #: ``JudgeResult.response_mode`` values: the JSON schema sent as
 #: ``response_format``, the schema in the prompt (a server that refused
