@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, reward_scale
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
@@ -81,7 +82,9 @@ class StepRecord:
     the step (TRL names); they win over the ones the recorder computes from
     the groups. judged: one judge result per group, in order, or None
     without a judge. reward_errors: reward-function error messages of the
-    step (a scored 0 is not a reward).
+    step (a scored 0 is not a reward). held_out: a held-out evaluation's
+    ``(example id, solved)`` pairs, stored as an ``eval`` event so two
+    branches' evals pair example by example (``rlab compare --from-step``).
     """
 
     step: int
@@ -89,6 +92,7 @@ class StepRecord:
     metrics: dict[str, float]
     judged: Sequence[JudgeResult] | None = None
     reward_errors: Sequence[str] = ()
+    held_out: Sequence[tuple[Any, bool | None]] = ()
 
 
 class Recorder:
@@ -124,6 +128,8 @@ class Recorder:
         self.last_groups: list[GroupRecord] = []
         #: setting changes applied so far (``rlab set``, a resume's): 0 = as the run started
         self.settings_version = 0
+        #: alert kind -> what to do about it, added to the alert's message (a trainer that can rewind says how)
+        self.remedies: dict[str, str] = {}
 
     @property
     def writer(self) -> StoreWriter:
@@ -148,6 +154,10 @@ class Recorder:
         group_ids = group_ids or [g.index for g in groups]
         if groups:
             self.last_groups = groups[-CHECK_GROUPS:]
+        if record.held_out:
+            ids, passed = zip(*record.held_out)
+            self.writer.write_event(self.run.run_id, "eval", {
+                "example_ids": list(ids), "passed": [None if p is None else int(p) for p in passed]}, step=step)
         self._reward_errors(step, record.reward_errors)
         self._judge_failures(step, group_ids, record.judged or ())
         self._alerts(step, metrics, [GroupStats.of_record(step, gid, g) for gid, g in zip(group_ids, groups)])
@@ -192,13 +202,16 @@ class Recorder:
     def _alerts(self, step: int, metrics: dict[str, float], groups: list[GroupStats]) -> None:
         """Run the watch on this step: store each alert as an event, print it, pause on ``pause_on``."""
         for alert in self.watch.observe(step, metrics, groups):
+            remedy = self.remedies.get(alert.kind)
+            if remedy is not None:
+                alert = replace(alert, message=f"{alert.message}; {remedy}")
             self.writer.write_event(self.run.run_id, "alert", alert.payload(), step=step)
             say(alert.line())
             if alert.action == "pause":
                 self.controller.pause(step, f"alert: {alert.kind}", message=alert.message)
                 say(f"paused at step {step}; look at the groups with `rlab watch --db {self.run.db} "
                     f"{self.run.name}`, then resume with `rlab resume {self.run.name} --db {self.run.db}` "
-                    "(or space in the TUI)")
+                    "(or space in the TUI)" + (f"; or {remedy}" if remedy else ""))
 
     # -- reward versions ---------------------------------------------------------------
 

@@ -171,6 +171,7 @@ class Session:
         self.parts.rollout.config = config
         self.recorder.retune(AlertThresholds.model_validate(config.alerts))
         self.config = config
+        self.recorder.remedies["collapse"] = rewind_hint(self.name, config)
 
     def close(self) -> None:
         """Stop what the run started: its servers, its scoring process, its writer."""
@@ -236,11 +237,19 @@ def _rollout_servers(config: RunConfig, model_dir: Path, policy: Policy) -> tupl
 
 def recorder_of(config: RunConfig, run: RunRef, success: SuccessRule, weights: dict[str, float],
                 version: int = 1) -> Recorder:
-    """The run's recorder: its ``--alert`` thresholds, its success rule and what pauses it."""
+    """The run's recorder: its ``--alert`` thresholds, its success rule, what pauses it,
+    and the rewind a collapse alert names."""
     pauses = Pauses(reward_error=config.pause_on_reward_error,
                     judge_failure=config.judge is not None and config.judge.on_failure == "pause")
-    return Recorder(run, success=success, weights=weights, version=version,
-                    thresholds=AlertThresholds.model_validate(config.alerts), pauses=pauses)
+    recorder = Recorder(run, success=success, weights=weights, version=version,
+                        thresholds=AlertThresholds.model_validate(config.alerts), pauses=pauses)
+    recorder.remedies["collapse"] = rewind_hint(run.name, config)
+    return recorder
+
+
+def rewind_hint(name: str, config: RunConfig) -> str:
+    """The command that rewinds a collapsed run: its best checkpoint, a tenth of its learning rate."""
+    return (f"rewind: rlab fork {name}@best --name {name}-rewind --lr {config.lr / 10:g} --db {config.db}")
 
 
 def checkpoint(session: Session, step: int) -> Path:

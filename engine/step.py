@@ -85,7 +85,8 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         f"pass@1 = {recorder.success.label})")
     initial = evaluate(session)
     # the watch's best pass@1 starts from the starting policy's
-    reporter.log(session.first_step - 1, recorder.record(StepRecord(session.first_step - 1, [], initial.metrics())))
+    reporter.log(session.first_step - 1, recorder.record(StepRecord(session.first_step - 1, [], initial.metrics(),
+                                                                    held_out=initial.outcomes)))
     t_start = time.perf_counter()
 
     def running() -> float:  # seconds of training so far: wall time less pauses
@@ -126,6 +127,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
             evaluated = running() - t_eval
             eval_s += evaluated
             record.metrics.update(held_out.metrics())
+            record.held_out = held_out.outcomes
         # The step and the loop's own work (store writes, command polls, alerts,
         # checkpoints) since the last step's metrics went out; evals and pauses left out.
         record.metrics["time/cycle"] = running() - cycle_start - evaluated

@@ -162,6 +162,9 @@ def _loop_commands(sub) -> None:
     compare.add_argument("--force", action="store_true", help="show the numbers even when manifests differ")
     compare.add_argument("--flips", type=int, default=20, metavar="N",
                          help="list at most N flipped examples (%(default)s; 0 lists none; --json and --out keep all)")
+    compare.add_argument("--from-step", type=int, metavar="N",
+                         help="two training branches (a fork and its parent): their held-out pass@1 at the steps "
+                         "after N both evaluated (default for a fork: its fork step)")
     inspect = sub.add_parser("inspect", help="a run's worst (or failing) trajectories")
     inspect.add_argument("run")
     inspect.add_argument("--only-fails", action="store_true",
@@ -354,13 +357,31 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     if not runs:
         print(f"no runs in {args.db}")
-    for r in runs:
+    for r, depth in run_tree(runs):
         final = r.get("final_pass_at_1")
         shown = "-" if final is None else f"{final:.3f}"
         alerts = f"  alerts {r['alerts']} (last: {r['last_alert']})" if r["alerts"] else ""
-        print(f"{r['id']:>4}  {r['name']:<36} {r['kind']:<6} {r['scenario']:<14} {r['status']:<9} "
+        name = ("  " * (depth - 1) + f"└ @{r['fork_step']} " if depth else "") + r["name"]
+        print(f"{r['id']:>4}  {name:<36} {r['kind']:<6} {r['scenario']:<14} {r['status']:<9} "
               f"steps {r['steps']:>6}  pass@1 {shown}{alerts}")
     return 0
+
+
+def run_tree(runs: list[dict]) -> list[tuple[dict, int]]:
+    """The runs in tree order: each run followed by its forks (depth + 1), oldest first."""
+    children: dict[int | None, list[dict]] = {}
+    ids = {r["id"] for r in runs}
+    for r in runs:
+        children.setdefault(r.get("parent_id") if r.get("parent_id") in ids else None, []).append(r)
+    out: list[tuple[dict, int]] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for r in children.get(parent, []):
+            out.append((r, depth))
+            walk(r["id"], depth + 1)
+
+    walk(None, 0)
+    return out
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -407,11 +428,16 @@ def cmd_loop(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """``rlab compare``: exit 1 when the runs are not comparable (unless --force)."""
     from rlab.engine.evaluation.artifacts import write_artifacts
+    from rlab.engine.evaluation.branches import fork_step
     from rlab.engine.evaluation.compare import compare_runs
-    from rlab.store.reader import StoreReader
+    from rlab.store.reader import StoreReader, resolve_run
     from rlab.tui.reports import comparison_report, show
 
     with StoreReader(_existing(args.db)) as reader:
+        rows = resolve_run(reader, args.run_a), resolve_run(reader, args.run_b)
+        if args.from_step is not None or (fork_step(*rows) is not None
+                                          and all(r["kind"] == "train" for r in rows)):
+            return _compare_branches(args, reader)
         comparison = compare_runs(reader, args.run_a, args.run_b, force=args.force)
         manifests = {"a": reader.run(comparison.run_a["id"])["manifest"],
                      "b": reader.run(comparison.run_b["id"])["manifest"]}
@@ -427,6 +453,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"rlab: error: runs {comparison.run_a['name']!r} and {comparison.run_b['name']!r} are not "
               f"comparable: their manifests differ on {fields}; pass --force to see the numbers anyway",
               file=sys.stderr)
+        return 1
+    return 0
+
+
+def _compare_branches(args: argparse.Namespace, reader) -> int:
+    """A fork and its parent (or two training runs from ``--from-step``) at matched held-out steps."""
+    from rlab.engine.evaluation.artifacts import write_artifacts
+    from rlab.engine.evaluation.branches import compare_branches
+    from rlab.tui.reports import branches_report, show
+
+    comparison = compare_branches(reader, args.run_a, args.run_b, args.from_step, force=args.force)
+    result = comparison.to_json()
+    if args.out is not None:
+        write_artifacts(args.out, summary=result)
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        show(branches_report(result))
+    if not comparison.comparable and not args.force:
+        fields = ", ".join(d.field for d in comparison.differences)
+        print(f"rlab: error: the held-out evals of {comparison.run_a['name']!r} and {comparison.run_b['name']!r} "
+              f"differ on {fields}; pass --force to see the numbers anyway", file=sys.stderr)
         return 1
     return 0
 
