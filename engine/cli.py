@@ -417,11 +417,14 @@ def expected_errors() -> tuple[type[BaseException], ...]:
 
 
 def error_line(err: BaseException) -> str:
-    """One ``rlab: error:`` line for an expected error (KeyError's quotes dropped)."""
+    """One ``rlab: error:`` line for an expected error (KeyError's quotes dropped),
+    scrubbed of credentials: a reward function's error may quote a key."""
+    from rlab.store.secrets import scrub_text
+
     message = err.args[0] if isinstance(err, KeyError) and err.args else err
     if isinstance(err, ValidationError):
         message = validation_message(err)
-    return f"{ERROR_PREFIX}{message}"
+    return scrub_text(f"{ERROR_PREFIX}{message}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,15 +19,17 @@ user, with the user's files, network and environment: ``os.system`` works.
 Run reward files you would run yourself.
 
 What reward code prints to stdout or stderr never reaches a terminal or
-log raw: a reader thread keeps the last :data:`STDERR_TAIL_BYTES` (for
-error messages: a time-out's stuck line) and passes at most
-:data:`LOG_BUDGET_BYTES` per child on to this process's ``sys.stderr``,
-whose credentials the engine scrubs (``store.secrets.scrub_streams``); the
-rest is counted and dropped with one line saying so.
+log raw: a reader thread scrubs it of credentials as a whole stream
+(``store.secrets.StreamScrubber``: a key split between two reads is still
+one key), keeps the last :data:`STDERR_TAIL_CHARS` (for error messages: a
+time-out's stuck line) and passes at most :data:`LOG_BUDGET_BYTES` per
+child on to this process's ``sys.stderr`` (``rlab reward``'s own, or the
+engine's log); the rest is counted and dropped with one line saying so.
 """
 
 from __future__ import annotations
 
+import codecs
 import collections
 import json
 import os
@@ -41,10 +43,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rlab.store.secrets import StreamScrubber
+
 #: Address-space cap of a check or scoring process, MiB (resource.RLIMIT_AS).
 DEFAULT_MEMORY_MB = 2048
-#: Bytes of the child's output kept for error messages (the end of a traceback).
-STDERR_TAIL_BYTES = 16 * 1024
+#: Characters of the child's output kept for error messages (the end of a traceback).
+STDERR_TAIL_CHARS = 16 * 1024
 #: Bytes of the child's output passed on to the log, per child process.
 LOG_BUDGET_BYTES = 64 * 1024
 
@@ -67,7 +71,7 @@ def cap_memory(memory_mb: int = DEFAULT_MEMORY_MB) -> Callable[[], None]:
 
 
 class OutputTap:
-    """Reads a child's output stream on a thread: keeps its tail, logs a bounded share.
+    """Reads a child's output stream on a thread: scrubs it, keeps its tail, logs a bounded share.
 
     Args:
         stream: the child's stderr pipe (binary).
@@ -77,8 +81,11 @@ class OutputTap:
 
     def __init__(self, stream: Any, log: Any, budget: int = LOG_BUDGET_BYTES) -> None:
         self._stream, self._log, self._budget = stream, log, budget
-        self._tail: collections.deque[bytes] = collections.deque()
-        self._tail_bytes = 0
+        # Decoded as one stream: a character split between two reads stays one character.
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._scrubber = StreamScrubber()
+        self._tail: collections.deque[str] = collections.deque()
+        self._tail_chars = 0
         self.dropped = 0
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._pump, daemon=True, name="reward-output")
@@ -86,21 +93,28 @@ class OutputTap:
 
     def _pump(self) -> None:
         for chunk in iter(lambda: self._stream.read1(8192), b""):
-            with self._lock:
-                self._tail.append(chunk)
-                self._tail_bytes += len(chunk)
-                while self._tail_bytes - len(self._tail[0]) >= STDERR_TAIL_BYTES:
-                    self._tail_bytes -= len(self._tail.popleft())
-            self._forward(chunk)
+            self._take(self._scrubber.feed(self._decoder.decode(chunk)))
+        self._take(self._scrubber.feed(self._decoder.decode(b"", final=True)) + self._scrubber.close())
         if self.dropped:
             self._write(f"[reward code printed {self.dropped} more bytes; not logged]\n")
 
-    def _forward(self, chunk: bytes) -> None:
-        shown = chunk[:max(self._budget, 0)]
+    def _take(self, text: str) -> None:
+        """Keep scrubbed ``text`` in the tail and pass on what the budget allows."""
+        if not text:
+            return
+        with self._lock:
+            self._tail.append(text)
+            self._tail_chars += len(text)
+            while self._tail_chars - len(self._tail[0]) >= STDERR_TAIL_CHARS:
+                self._tail_chars -= len(self._tail.popleft())
+        self._forward(text.encode("utf-8"))
+
+    def _forward(self, data: bytes) -> None:
+        shown = data[:max(self._budget, 0)]
         self._budget -= len(shown)
-        self.dropped += len(chunk) - len(shown)
+        self.dropped += len(data) - len(shown)
         if shown:
-            self._write(shown.decode("utf-8", "replace"))
+            self._write(shown.decode("utf-8", "ignore"))
 
     def _write(self, text: str) -> None:
         try:
@@ -110,11 +124,11 @@ class OutputTap:
             pass
 
     def tail(self, wait_s: float = 1.0) -> str:
-        """The last :data:`STDERR_TAIL_BYTES` of the output, as text (after the
+        """The last :data:`STDERR_TAIL_CHARS` of the output, scrubbed (after the
         stream closed, or ``wait_s`` seconds)."""
         self._thread.join(wait_s)
         with self._lock:
-            return b"".join(self._tail)[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
+            return "".join(self._tail)[-STDERR_TAIL_CHARS:]
 
 
 class UserCodeProcess:
