@@ -134,7 +134,7 @@ def test_what_reward_code_prints_reaches_the_log_bounded_and_scrubbed(monkeypatc
     assert pid is not None
     logged = capfd.readouterr().err
     assert len(logged) < LOG_BUDGET_BYTES + 1000  # 8 MB printed, at most the budget logged
-    assert "more bytes; not logged" in logged
+    assert "the rest is not logged" in logged
     assert "sk-test-0123456789abcdefghijklmn" not in logged
 
 
@@ -197,3 +197,29 @@ def test_a_key_the_reward_code_prints_or_raises_is_redacted_on_rlab_rewards_own_
     assert raised.returncode == 2 and "ValueError: bad REDACTED" in raised.stderr
     for result in (printed, raised):
         assert KEY not in result.stderr + result.stdout and KEY[:12] not in result.stderr
+
+
+DIES_LOUDLY = '''
+import os, sys
+def correct(example, completion):
+    sys.stderr.write("Q" * 100_000 + "\\n")
+    sys.stderr.flush()
+    os._exit(1)  # the worker dies; the next batch gets a new one
+
+WEIGHTS = {"correct": 1.0}
+'''
+
+
+def test_a_worker_that_dies_every_step_gets_no_fresh_log_allowance(capfd):
+    """The allowance is the run's (the scoring process's owner), not each worker's: a reward that
+    prints and kills its worker every step grew the log by 64 KB a step."""
+    process = ScoringProcess()
+    try:
+        for _ in range(3):
+            [result] = ProcessRubric(load_rubric(DIES_LOUDLY), process).score_group([EXAMPLE], ["5"])
+            assert "died" in result.error
+    finally:
+        process.close()
+    logged = capfd.readouterr().err
+    assert 0 < logged.count("Q") <= LOG_BUDGET_BYTES
+    assert logged.count("not logged") == 1
