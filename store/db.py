@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
-from rlab.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from rlab.store.migrations import MIGRATIONS, RUN_FILE_COLUMNS, RUN_FILE_TABLES, SCHEMA_VERSION
 
 BUSY_TIMEOUT_S = 10.0
 """How long (seconds) a statement waits for another process's write lock."""
@@ -197,23 +197,38 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
 
 
 def refuse_foreign(db: sqlite_utils.Database | sqlite3.Connection, path: Path) -> None:
-    """Refuse, before anything is written, an SQLite file another application made:
-    schema version 0 with tables, none of them ours (a run file at version 0
-    is empty). Migrating it would add our tables to their file and switch it
-    to WAL.
+    """Refuse, before anything is written, an SQLite file another application made.
+
+    A run file is empty at schema version 0 (``PRAGMA user_version``) and
+    from version 1 on holds the first schema's tables
+    (``migrations.RUN_FILE_TABLES``, ``runs`` with its columns); any other
+    file is another application's, whatever its tables or version. Opening
+    it as ours would switch it to WAL and migrate it.
 
     Raises:
-        RunFileError: the file holds tables but is no run file.
+        RunFileError: the file is no run file (the message says what it holds).
     """
     conn = db.conn if isinstance(db, sqlite_utils.Database) else db
-    if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if _is_run_file(conn, version):
         return
     tables = [row[0] for row in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
-    if tables and "runs" not in tables:
-        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
-        raise RunFileError(f"{path} is an SQLite file of another application (tables: {shown}), not a "
-                           "Rollout Lab run file; it was left as it is: pass another --db")
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+    held = [f"tables: {', '.join(tables[:5])}{', ...' if len(tables) > 5 else ''}"] if tables else []
+    held += [f"user_version {version}"] if version else []
+    shown = f" ({'; '.join(held)})" if held else ""
+    raise RunFileError(f"{path} is an SQLite file of another application{shown}, not a Rollout Lab run "
+                       "file; it was left as it is: pass another --db")
+
+
+def _is_run_file(conn: sqlite3.Connection, version: int) -> bool:
+    """Empty at version 0; the first schema's tables, ``runs`` with its columns, from version 1 on."""
+    objects = conn.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall()
+    if version == 0:
+        return not objects
+    tables = {name for kind, name in objects if kind == "table"}
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    return set(RUN_FILE_TABLES) <= tables and set(RUN_FILE_COLUMNS) <= columns
 
 
 def _switch_to_wal(db: sqlite_utils.Database) -> None:

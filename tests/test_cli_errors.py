@@ -417,6 +417,35 @@ def test_another_applications_sqlite_file_is_left_untouched(tmp_path, raw_tiny_m
     conn.close()
 
 
+@pytest.mark.parametrize("schema, shown", [
+    ("CREATE TABLE runs (id INTEGER PRIMARY KEY, who TEXT)", "(tables: runs)"),
+    ("CREATE TABLE contacts (name TEXT); PRAGMA user_version = 3", "(tables: contacts; user_version 3)"),
+    ("CREATE TABLE contacts (name TEXT); PRAGMA user_version = 99", "(tables: contacts; user_version 99)"),
+    ("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT, scenario TEXT, config TEXT, status TEXT, "
+     "created_at REAL); CREATE TABLE steps (id INTEGER); PRAGMA user_version = 2", "(tables: runs, steps; "),
+])
+def test_a_file_with_a_runs_table_or_a_schema_version_of_its_own_is_no_run_file(
+        tmp_path, monkeypatch, capsys, raw_tiny_model_dir, schema, shown):
+    """Issue 40: a ``runs`` table, or any user_version, let another application's file through:
+    ``rlab runs`` switched it to WAL ("copy it somewhere writable so it can be upgraded"), and
+    ``rlab run`` failed half-way with "table runs already exists"."""
+    db = tmp_path / "app.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(schema)
+    conn.close()
+    before = files(tmp_path)
+    monkeypatch.setattr("rlab.tui.app.RolloutLabApp.run", lambda self: pytest.fail("the TUI opened"))
+    for argv in (["runs", "--db", str(db)], ["watch", "--db", str(db)],
+                 ["run", "--headless", *tiny(raw_tiny_model_dir, db)]):
+        assert main(*argv) == 2, argv
+        one_error_line(capsys.readouterr().err, f"{db} is an SQLite file of another application {shown}",
+                       "not a Rollout Lab run file", "left as it is", "another --db")
+    assert files(tmp_path) == before and not list(tmp_path.glob("app.db-*"))
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+
+
 def test_a_run_is_not_appended_to_a_file_with_damaged_pages(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "runs.db"
     build_small_db(db)
