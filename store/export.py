@@ -8,7 +8,7 @@ import math
 import sqlite3
 from pathlib import Path
 
-from rlab.store.db import connect
+from rlab.store.db import check_run_file, connect
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.store.reader import StoreReader, passed_sql, resolve_run
 from rlab.store.rows import RunRow, RunSummaryRow
@@ -44,7 +44,10 @@ def list_runs(db_path: str | Path) -> list[RunSummaryRow]:
 
     Raises:
         FileNotFoundError: no file at ``db_path``.
+        RunFileError: the file is damaged (where the runs table is intact,
+            a list would pass a damaged file for a sound one), or no run file.
     """
+    check_run_file(db_path, writable=False)
     with StoreReader(db_path) as reader:
         return reader.runs()
 
@@ -73,7 +76,9 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
     Raises:
         FileNotFoundError: no file at ``db_path``.
         KeyError: no such run.
+        RunFileError: the file is damaged (found before anything is written), or no run file.
     """
+    check_run_file(db_path, writable=False)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with StoreReader(db_path) as reader:

@@ -464,6 +464,30 @@ def test_a_run_is_not_appended_to_a_file_with_damaged_pages(tmp_path, raw_tiny_m
     assert files(tmp_path) == before
 
 
+def test_a_file_damaged_mid_page_is_one_line_naming_the_damage_and_the_recovery(tmp_path, monkeypatch, capsys):
+    """Issue 40: scribbled over inside a page of trajectories (the header and the runs table intact),
+    the file was listed by ``rlab runs`` as a normal finished run and ``rlab watch`` showed a
+    DatabaseError traceback."""
+    db = tmp_path / "runs.db"
+    build_small_db(db)
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size, pages = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count"))
+    conn.close()
+    with db.open("r+b") as handle:  # the middle of the last page: trajectories' rows
+        handle.seek(page_size * (pages - 1) + page_size // 2)
+        handle.write(b"\xff" * (page_size // 4))
+    before = files(tmp_path)
+    monkeypatch.setattr("rlab.tui.app.RolloutLabApp.run", lambda self: pytest.fail("the TUI opened"))
+    for argv in (["runs", "--db", str(db)], ["runs", "--db", str(db), "--json"], ["watch", "--db", str(db)],
+                 ["export", "demo", "--out", str(tmp_path / "out"), "--db", str(db)]):
+        assert main(*argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert out == ""
+        one_error_line(err, f"{db} is damaged", "malformed", f"sqlite3 {db} .recover", "restore it from a copy")
+    assert files(tmp_path) == before
+
+
 def test_run_names_are_folder_names_and_two_run_files_never_share_a_runs_folder(tmp_path, capsys):
     assert main("run", "--headless", "--name", "../../x", "--db", str(tmp_path / "a.db")) == 2
     one_error_line(capsys.readouterr().err, "--name ../../x", "letters, digits")
