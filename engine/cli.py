@@ -245,8 +245,9 @@ def check_options(config: RunConfig) -> None:
         _check_reward_file(config, scenario)
     available = len(scenario.train_examples(config.seed))
     if config.prompts_per_step > available:
-        raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "
-                       f"has {available} training prompts; pass at most {available}")
+        what = f"task {scenario.name!r}" if config.task is not None else f"scenario {config.scenario!r}"
+        raise CliError(f"--prompts-per-step {config.prompts_per_step}: {what} has {available} training prompts; "
+                       f"pass at most {available}")
     if config.store:
         check_run_file(config.db, writable=True)
         _check_name_and_resume(config)
