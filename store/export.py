@@ -17,12 +17,13 @@ from rlab.store.secrets import scrub, scrub_text, secret_env_values
 RESULT_FIELDS = (
     "trajectory_id", "step", "group_id", "example_id", "prompt", "completion", "reward",
     "components", "details", "parse_status", "advantage", "reward_version", "judge_score",
-    "truncated", "completion_tokens", "success",
+    "truncated", "completion_tokens", "success", "judge_status", "judge_error",
 )
 _RESULTS_SQL = (
     "SELECT t.id, t.step, t.group_id, g.example_id, g.prompt, t.completion, t.reward, "
     "t.components, t.details, t.parse_status, t.advantage, t.reward_version, t.judge_score, "
-    't.truncated, t.completion_tokens, t.success FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+    "t.truncated, t.completion_tokens, t.success, g.judge_status, g.judge_error "
+    'FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
     "WHERE t.run_id = ? AND g.superseded = 0 ORDER BY t.id"
 )
 _PER_STEP_SQL = (
@@ -58,6 +59,9 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
     - ``results.jsonl``: one JSON object per trajectory (superseded ones
       left out), in write order, with the keys of ``RESULT_FIELDS`` and
       ``error`` (why scoring failed, with ``reward`` null; else null).
+      ``judge_status`` and ``judge_error`` are its group's: ``"failed"``
+      marks a reward without the judge's share (the verifier's alone),
+      ``"ok"`` a judged one, null a group no judge ranked.
     - ``summary.json``: the run's kind; ``n``, ``pass_at_1`` and
       ``mean_reward`` (a training run: trajectories, last held-out pass@1,
       mean reward; an eval or select run: its stored summary, with
