@@ -141,7 +141,8 @@ class StreamScrubber:
         text = self._held + text
         line_end = text.rfind("\n") + 1 if self._by_line else 0
         cut = max(line_end, len(text) - self._hold)
-        # Scrubbing held text early would cut a key that is still arriving at its first 16 characters.
+        # Never cut through a secret: its halves would pass scrubbing as two harmless pieces. The held
+        # part stays raw: scrubbed now, a key still arriving would be redacted to its first 16 characters.
         cut = min([cut, *(start for start, end in _secret_spans(text, self.secrets) if start < cut < end)])
         self._held = text[cut:]
         return scrub_text(text[:cut], self.secrets)
