@@ -280,8 +280,9 @@ def _check_run_options(config: RunConfig, scenario: Scenario) -> None:
         _check_reward_file(config, scenario)
     available = len(scenario.train_examples(config.seed))
     if config.prompts_per_step > available:
-        raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "
-                       f"has {available} training prompts; pass at most {available}")
+        what = f"task {scenario.name!r}" if config.task is not None else f"scenario {config.scenario!r}"
+        raise CliError(f"--prompts-per-step {config.prompts_per_step}: {what} has {available} training prompts; "
+                       f"pass at most {available}")
 
 
 def _check_reward_file(config: RunConfig, scenario: Scenario) -> None:
@@ -452,11 +453,14 @@ def expected_errors() -> tuple[type[BaseException], ...]:
 
 
 def error_line(err: BaseException) -> str:
-    """One ``rlab: error:`` line for an expected error (KeyError's quotes dropped)."""
+    """One ``rlab: error:`` line for an expected error (KeyError's quotes dropped),
+    scrubbed of credentials: a reward function's error may quote a key."""
+    from rlab.store.secrets import scrub_text
+
     message = err.args[0] if isinstance(err, KeyError) and err.args else err
     if isinstance(err, ValidationError):
         message = validation_message(err)
-    return f"{ERROR_PREFIX}{message}"
+    return scrub_text(f"{ERROR_PREFIX}{message}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -10,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlab.engine.alerts import AlertThresholds
+from rlab.store.records import check_run_name
 
 
 #: The tokens the loss is averaged over (RunConfig.loss_tokens; engine.train.trainer).
@@ -171,11 +171,9 @@ class RunConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _folder_name(cls, name: str | None) -> str | None:
-        """A run name names a folder under rlab_runs/: no path, nothing hidden."""
-        if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
-            raise ValueError("a run name names its folder under rlab_runs/: use 1-100 letters, digits, '.', "
-                             "'_' or '-', starting with a letter or digit")
-        return name
+        """A run name names a folder under rlab_runs/: no path, nothing hidden
+        (``store.records.check_run_name``, the rule every path that names a run applies)."""
+        return None if name is None else check_run_name(name)
 
     @field_validator("alerts")
     @classmethod

@@ -100,6 +100,11 @@ V1 = [
     "CREATE INDEX commands_run_status ON commands(run_id, status)",
 ]
 
+RUN_FILE_TABLES = ("runs", "steps", "groups", "trajectories", "events", "commands")
+"""The tables every run file holds from schema version 1 on (V1 makes them; later migrations only add):
+with ``runs``' columns of V1 (:data:`RUN_FILE_COLUMNS`), what tells our file from another application's."""
+RUN_FILE_COLUMNS = ("id", "name", "scenario", "config", "status", "created_at")
+
 V2 = [
     # runs: manifest, crash detection (pid on host, heartbeat), progress.
     "ALTER TABLE runs ADD COLUMN manifest TEXT NOT NULL DEFAULT '{}'",

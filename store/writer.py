@@ -14,6 +14,7 @@ from typing import Any, Callable
 import sqlite_utils
 
 from rlab.store.db import open_db, run_owner_alive, write_transaction
+from rlab.store.limits import TEXT_CHARS, cap_details, cap_strings, cap_text
 from rlab.store.records import (
     COMMAND_STATUSES,
     EVENT_KINDS,
@@ -98,6 +99,18 @@ def _json(value: Any, what: str, secrets: list[str]) -> str:
     return dumps(scrub(value, secrets), what) if needs_scrub(text, secrets) else text
 
 
+def _error(value: str | None, secrets: list[str]) -> str | None:
+    """An error text as stored: scrubbed, then capped (``store.limits``). Scrubbed first, so
+    a cut never leaves the first part of a key that scrubbing would no longer know."""
+    return None if value is None else cap_text(_text(value, secrets))
+
+
+def _details(details: dict, secrets: list[str]) -> str:
+    """A trajectory's details as stored: scrubbed, then capped (``store.limits``)."""
+    text = _json(details, "details", secrets)
+    return text if len(text) <= TEXT_CHARS else dumps(cap_details(json.loads(text)), "details")
+
+
 def _metric(name: str, value: Any) -> float | None:
     """A hot metric as a float, or None when missing or not finite."""
     if value is None:
@@ -120,7 +133,8 @@ class StoreWriter:
     cheap no-op returning None (``poll_commands`` returns ``[]``), so the
     store's overhead on the engine can be measured. Config, manifest, event
     and command payloads, judge call text and rubric sources go through
-    ``store.secrets.scrub`` before they are written.
+    ``store.secrets.scrub`` before they are written; error texts, details and
+    the strings of event payloads are then capped (``store.limits``).
 
     Resume semantics (``resume_run``): rows are never deleted. Groups of steps
     after the last checkpoint are flagged ``superseded = 1`` (readers and the
@@ -291,7 +305,7 @@ class StoreWriter:
         group_id = insert_row(conn, _INSERT_GROUP, (
             run_id, step, group.index, _text(group.example_id, secrets), _text(group.prompt, secrets),
             _text(_state_key(group.initial_state_key), secrets), group.judge_status,
-            _text(group.judge_error, secrets),
+            _error(group.judge_error, secrets),
             None if group.example is None else _json(group.example, "example", secrets),
         ))
         rows = [self._trajectory_row(run_id, step, group_id, t, secrets) for t in group.trajectories]
@@ -315,7 +329,7 @@ class StoreWriter:
         return (
             group_id, run_id, step, t.index, _json(t.messages, "messages", secrets),
             _text(t.completion, secrets), t.prompt_tokens, t.completion_tokens, t.reward,
-            _json(t.components, "components", secrets), _json(t.details, "details", secrets),
+            _json(t.components, "components", secrets), _details(t.details, secrets),
             _text(_parse_status(t.details), secrets), t.advantage, t.reward_version,
             t.judge_score, t.judge_rank, _text(t.judge_explanation, secrets), int(t.truncated),
             None if t.success is None else int(t.success),
@@ -375,7 +389,7 @@ class StoreWriter:
             raise ValueError(f"unknown event kind {kind!r}; use one of {', '.join(EVENT_KINDS)}")
         return insert_row(self.database,
             "INSERT INTO events (run_id, step, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-            [run_id, step, kind, dumps(scrub(payload or {}), "event payload"), now],
+            [run_id, step, kind, dumps(cap_strings(scrub(payload or {})), "event payload"), now],
         )
 
     @_noop_when_disabled()
@@ -451,7 +465,8 @@ class StoreWriter:
                          response_mode: str | None = None, attempts: int | None = None) -> int:
         """Record one judge request (latency in seconds, cost in US dollars,
         ``response_mode`` json_schema / prompt / cache, ``attempts`` HTTP
-        requests); return its id. Text fields are scrubbed of credentials."""
+        requests); return its id. Text fields are scrubbed of credentials, ``error`` capped
+        (``store.limits``)."""
         with write_transaction(self.database):
             return insert_row(self.database,
                 "INSERT INTO judge_calls (run_id, group_id, step, request_hash, model, "
@@ -459,8 +474,8 @@ class StoreWriter:
                 "response_mode, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, group_id, step, request_hash, scrub_text(model),
                  None if raw_response is None else scrub_text(raw_response), latency_s,
-                 prompt_tokens, completion_tokens, cost_usd,
-                 None if error is None else scrub_text(error), response_mode, attempts, time.time()])
+                 prompt_tokens, completion_tokens, cost_usd, _error(error, secret_env_values()), response_mode,
+                 attempts, time.time()])
 
     @_noop_when_disabled()
     def write_summary(self, run_id: int, summary: dict[str, Any]) -> None:
@@ -523,7 +538,7 @@ class StoreWriter:
             updated = self.database.execute(
                 "UPDATE commands SET status = ?, message = ?, resolved_at = ?, payload = ? "
                 "WHERE id = ? AND status = 'pending'",
-                [status, None if message is None else scrub_text(message), time.time(), payload,
+                [status, _error(message, secret_env_values()), time.time(), payload,
                  command_id]).rowcount
         if not updated:
             raise ValueError(f"no pending command with id {command_id}")

@@ -25,6 +25,7 @@ from rlab.store.control import LIVE_STATUSES, send_command, wait_for_command
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
+from rlab.store.secrets import scrub_text
 from rlab.store.writer import StoreWriter
 
 
@@ -98,7 +99,8 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
             result.weights, str(file))
     except SuccessError as err:
         raise EditRejected(f"{file} not applied: {err}") from None
-    text = f"{result.message}\n{dry_run_text(report, groups)}"
+    # printed on this command's own streams, which are not the engine's scrubbed log; an error may quote a key
+    text = scrub_text(f"{result.message}\n{dry_run_text(report, groups)}")
     if dry_run:
         return Submitted(text, "dry-run")
     if row["status"] not in LIVE_STATUSES:
