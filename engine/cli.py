@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
+
+from rlab.engine.flags import flag, validation_message
 from pydantic.fields import FieldInfo
 
 if typing.TYPE_CHECKING:
@@ -67,12 +69,6 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> typing.NoReturn:
         """Print ``rlab: error: MESSAGE (see PROG --help)`` and exit with status 2."""
         self.exit(2, f"{ERROR_PREFIX}{message} (see `{self.prog} --help`)\n")
-
-
-def flag(dest: str) -> str:
-    """The flag of a config path: ``max_steps`` -> ``--max-steps``,
-    ``judge.model`` -> ``--judge-model``."""
-    return "--" + dest.replace(".", "-").replace("_", "-")
 
 
 def _optional(annotation: Any) -> Any:
@@ -155,6 +151,14 @@ def add_run_options(parser: argparse.ArgumentParser, *, leave_out: tuple[str, ..
             _add_field(group, f"{name}.{sub}", info)
 
 
+def add_fork_arguments(parser: argparse.ArgumentParser) -> None:
+    """``rlab fork``'s arguments: RUN@STEP, ``--headless`` and every run option a fork takes."""
+    parser.add_argument("fork_from", metavar="RUN@STEP",
+                        help="the run and its checkpoint: a checkpoint's step, best (held-out pass@1) or latest")
+    parser.add_argument("--headless", action="store_true", help="no TUI; print progress and a JSON summary")
+    add_run_options(parser, leave_out=("fork_from", "resume"))
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The RunConfig of the typed run options (others take RunConfig's defaults).
 
@@ -178,35 +182,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         return RunConfig.model_validate(given)
     except ValidationError as err:
         raise CliError(validation_message(err, given)) from None
-
-
-def validation_message(err: ValidationError, given: dict[str, Any] | None = None) -> str:
-    """pydantic's errors as ``--flag VALUE: rule`` parts joined by ``; ``."""
-    parts = []
-    for error in err.errors(include_url=False):
-        rule = error["msg"].removeprefix("Value error, ")
-        rule = rule.replace("Input should be", "must be").replace("Field required", "required")
-        fields = [str(part) for part in error["loc"] if isinstance(part, str)]
-        if not fields or fields[0] == "alerts":  # the message names the flags itself
-            parts.append(rule)
-            continue
-        dest = ".".join(fields[:2])
-        if rule == "required" and len(fields) > 1:
-            rule = f"required with the other --{fields[0]}-* options"
-        value = _lookup(given or {}, fields[:2])
-        shown = "" if value is None else " " + (",".join(map(str, value))
-                                                   if isinstance(value, list) else str(value))
-        parts.append(f"{flag(dest)}{shown}: {rule}")
-    return "; ".join(parts)
-
-
-def _lookup(given: dict[str, Any], path: list[str]) -> Any:
-    value: Any = given
-    for part in path:
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
 
 
 def check_options(config: RunConfig) -> None:

@@ -21,11 +21,13 @@ so a value ``rlab run`` refuses is refused here with the same one line.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from rlab.engine.config import RunConfig
+from rlab.engine.flags import flag, validation_message
 
 #: What ``rlab set`` changes between two steps, and why each is safe there.
 BETWEEN_STEPS: dict[str, str] = {
@@ -110,8 +112,6 @@ def changed(base: RunConfig, given: Mapping[str, Any], allowed: Mapping[str, str
             another value than it has), or a value RunConfig refuses (named
             by its flag, as ``rlab run`` names it).
     """
-    from rlab.engine.cli import flag, validation_message
-
     unknown = [name for name in given if name not in RunConfig.model_fields]
     if unknown:
         raise SettingsError(f"{unknown[0]!r} is not a run option; {refusal}")
@@ -214,14 +214,7 @@ def checked_for_run(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
             or nothing that changes.
     """
     if run["scenario"] == "trl":
-        for name in given:
-            if name in TRL_REFUSED:
-                raise SettingsError(f"{name} cannot change on a TRL run: {TRL_REFUSED[name]}")
-        base = RunConfig(lr=run["config"].get("learning_rate", 5e-4), beta=run["config"].get("beta", 0.0))
-        _, changes = changed(base, given, TRL_BETWEEN_STEPS, as_flags=False,
-                             refusal=f"rlab set changes a TRL run's {', '.join(TRL_BETWEEN_STEPS)}")
-        if "beta" in changes and (changes["beta"] == 0) != (base.beta == 0):
-            raise SettingsError(f"beta={changes['beta']:g}: {TRL_BETWEEN_STEPS['beta']}")
+        changes = trl_changes(given, lr=run["config"].get("learning_rate", 5e-4), beta=run["config"].get("beta", 0.0))
     else:
         started = stored_options(run)
         base, _ = config_at(started, settings_plan(events), (run["last_step"] or 0) + 1)
@@ -232,3 +225,48 @@ def checked_for_run(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
     if not changes:
         raise SettingsError(f"{', '.join(f'{k}={v}' for k, v in given.items())}: the run already has these values")
     return RunConfig.model_validate(changes).model_dump(mode="json", include=set(changes))
+
+
+def trl_changes(given: Mapping[str, Any], *, lr: float, beta: float) -> dict[str, Any]:
+    """The changes ``given`` makes to a TRL run whose schedule peaks at ``lr`` and
+    whose KL weight is ``beta`` (:data:`TRL_BETWEEN_STEPS`), checked by RunConfig.
+
+    Raises:
+        SettingsError: a setting a TRL run refuses (:data:`TRL_REFUSED`, with the
+            reason), a bad value, or a beta to or from 0.
+    """
+    for name in given:
+        if name in TRL_REFUSED:
+            raise SettingsError(f"{name} cannot change on a TRL run: {TRL_REFUSED[name]}")
+    base = RunConfig(lr=lr, beta=beta)
+    _, changes = changed(base, given, TRL_BETWEEN_STEPS, as_flags=False,
+                         refusal=f"rlab set changes a TRL run's {', '.join(TRL_BETWEEN_STEPS)}")
+    if "beta" in changes and (changes["beta"] == 0) != (base.beta == 0):
+        raise SettingsError(f"beta={changes['beta']:g}: {TRL_BETWEEN_STEPS['beta']}")
+    return changes
+
+
+def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) -> str:
+    """``rlab set`` (and ``o`` in the TUI): check ``words`` (``KEY=VALUE``) against the live
+    run as :func:`checked_for_run`, send them, wait up to ``wait_s`` seconds for the
+    engine's answer (:func:`rlab.store.control.wait_for_command`); that answer.
+
+    Raises:
+        rlab.engine.settings.SettingsError: a refused key or value (nothing is sent).
+        ValueError: the run is not live, or the engine refused the change.
+    """
+    from rlab.store.control import send_command, wait_for_command
+    from rlab.store.reader import StoreReader, resolve_run
+
+    with StoreReader(db) as reader:
+        row = resolve_run(reader, run)
+        if row["status"] not in ("running", "paused"):
+            raise ValueError(f"run {row['name']} is {row['status']}: settings change a live run; fork it instead")
+        changes = checked_for_run(row, reader.events(row["id"]), parse_assignments(words))
+    command_id = send_command(db, row["id"], "set_settings", {"changes": changes})
+    resolved = wait_for_command(db, row["id"], command_id, wait_s)
+    if resolved is None:
+        return f"sent (command {command_id}); it applies at the run's next step boundary"
+    if resolved["status"] == "rejected":
+        raise ValueError(f"refused: {resolved['message']}")
+    return str(resolved["message"])

@@ -214,3 +214,174 @@ def _last_step(db, name) -> int:
     except Exception:  # the engine may still be creating the file
         return -1
     return -1 if run is None or run["last_step"] is None else run["last_step"]
+
+
+# -- whether a change helps, on the shipped warm-started policies (slow: python -m pytest -m slow tests/test_fork.py) --
+
+
+def _events(db, name, kinds):
+    reader = StoreReader(db)
+    row = reader.run_by_name(name)
+    return [] if row is None else [e for e in reader.events(row["id"]) if e["kind"] in kinds]
+
+
+@pytest.mark.slow
+def test_a_reward_fix_forked_at_the_first_hack_alert_beats_the_run_that_did_not_get_it(tmp_path):
+    """README "Test a change against its control": the A/B of a reward fix, headless, both branches at once."""
+    db = tmp_path / "ab.db"
+    parent = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario",
+                               "reward_hacking", "--db", str(db), "--name", "hack", "--max-steps", "60",
+                               "--checkpoint-every", "2", "--eval-every", "10", "--alert", "pause_on="],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: db.exists() and any(e["payload"]["alert"] in ("hack", "length_drift")
+                                          for e in _events(db, "hack", {"alert"})), timeout=600)
+        alert = next(e for e in _events(db, "hack", {"alert"}) if e["payload"]["alert"] in ("hack", "length_drift"))
+        _wait(lambda: StoreReader(db).checkpoints(1) != [])
+        forked = _rlab("fork", "hack@latest", "--name", "fixed", "--db", db, "--headless", "--rewards",
+                       ROOT / "scenarios" / "reward_hacking" / "rewards_fixed.py", "--max-steps",
+                       alert["step"] + 40, cwd=tmp_path, timeout=900)
+        assert forked.returncode == 0, forked.stderr
+        out, err = parent.communicate(timeout=900)
+        assert parent.returncode == 0, err
+    finally:
+        parent.kill()
+    done = _rlab("compare", "hack", "fixed", "--db", db, "--json", cwd=tmp_path)
+    result = json.loads(done.stdout)
+    print(json.dumps({"alert": alert["payload"]["alert"], "alert_step": alert["step"],
+                      "fork_step": result["from_step"], "steps": result["steps"]}))
+    last = result["steps"][-1]
+    assert result["comparable"] and last["step"] >= alert["step"] + 30
+    assert last["pass_at_1_b"] > last["pass_at_1_a"] and last["mcnemar_p"] < 0.05
+
+
+@pytest.mark.slow
+def test_a_collapsed_run_rewound_to_its_best_checkpoint_with_a_tenth_of_the_lr_holds_its_best(tmp_path):
+    """The collapse test's learning rate (0.05) destroys the policy; its best checkpoint, forked at 0.005, does not."""
+    db = tmp_path / "burn.db"
+    burn = _rlab("run", "--headless", "--db", db, "--name", "burn", "--lr", "0.05", "--lr-warmup-steps", "0",
+                 "--prompts-per-step", "8", "--max-steps", "8", "--checkpoint-every", "1", "--eval-every", "1",
+                 "--eval-size", "100", "--alert", "pause_on=", cwd=tmp_path, timeout=600)
+    assert burn.returncode == 0, burn.stderr
+    [collapse, *_] = [e for e in _events(db, "burn", {"alert"}) if e["payload"]["alert"] == "collapse"]
+    assert "rlab fork burn@best --name burn-rewind --lr 0.005" in collapse["payload"]["message"]
+    best = max((c for c in StoreReader(db).checkpoints(1) if c["eval"] is not None),
+               key=lambda c: (c["eval"], c["step"]))
+    rewound = _rlab("fork", "burn@best", "--name", "burn-rewind", "--lr", "0.005", "--db", db, "--headless",
+                    "--max-steps", best["step"] + 30, "--eval-every", "10", cwd=tmp_path, timeout=600)
+    assert rewound.returncode == 0, rewound.stderr
+    final = json.loads(rewound.stdout.strip().splitlines()[-1])["eval_pass_at_1_final"]
+    print(json.dumps({"best_step": best["step"], "best": best["eval"], "collapse_step": collapse["step"],
+                      "rewound_final": final}))
+    assert final >= best["eval"] - 0.05
+
+
+# -- the TUI: the tree, the parent beside the fork, f and o -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory, raw_tiny_model_dir):
+    """A parent (8 steps, checkpoints at 3, 6, 8) and a fork of it at step 3 with another lr."""
+    db = tmp_path_factory.mktemp("tree") / "t.db"
+    run(_config(db, raw_tiny_model_dir))
+    run(RunConfig(db=db, fork_from="p@3", name="child", lr=1e-4, max_steps=8))
+    return db
+
+
+async def test_the_runs_screen_shows_each_fork_under_its_parent(tree):
+    from textual.widgets import DataTable
+
+    from rlab.tui.app import RolloutLabApp
+    from rlab.tui.runs import RunsScreen
+
+    app = RolloutLabApp(tree, run_id=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("r")
+        await _until(pilot, lambda: isinstance(app.screen, RunsScreen)
+                     and app.screen.query_one(DataTable).row_count == 2)
+        names = [str(app.screen.query_one(DataTable).get_row_at(i)[2]) for i in range(2)]
+        assert names == ["p", "└ @3 child"]
+
+
+async def test_a_fork_is_drawn_beside_its_parent_with_its_fork_step_marked(tree):
+    from rlab.tui.app import RolloutLabApp
+    from rlab.tui.plots import MetricPlot
+
+    app = RolloutLabApp(tree, run_id=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        dashboard = app.screen
+        await _until(pilot, lambda: dashboard.baseline is not None and app.feed is not None and app.feed.marks)
+        assert (dashboard.baseline.name, dashboard.baseline.label) == ("p", "parent")
+        assert [(m["kind"], m["step"]) for m in app.feed.marks][0] == ("fork", 3)
+        plot = dashboard.query(MetricPlot).first()
+        await _until(pilot, lambda: plot._last is not None and plot._last[2] is not None)
+        assert plot._last[3] == "parent"
+
+
+async def test_f_forks_the_watched_run_from_the_checkpoint_under_the_cursor(tree):
+    from textual.widgets import Input
+
+    from rlab.tui.app import RolloutLabApp
+    from rlab.tui.change_dialogs import ForkScreen
+
+    app = RolloutLabApp(tree, run_id=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _until(pilot, lambda: app.view is not None and app.cursor.step == 8)
+        for _ in range(3):
+            await pilot.press("left_square_bracket")  # the cursor to step 5: the fork starts at 3
+        await _until(pilot, lambda: app.cursor.step == 5)
+        await pilot.press("f")
+        await _until(pilot, lambda: isinstance(app.screen, ForkScreen))
+        assert app.screen.step == 3 and app.screen.query_one("#fork-options", Input).has_focus
+        await pilot.press(*"--lr -1", "enter")  # refused in the dialog, nothing started
+        await _until(pilot, lambda: "must be greater than 0" in str(app.screen.query_one("#fork-error").render()))
+        app.screen.query_one("#fork-options", Input).value = "--lr 2e-4 --max-steps 5"
+        await pilot.press("enter")
+        await _until(pilot, lambda: not isinstance(app.screen, ForkScreen), timeout=60)
+    _wait(lambda: StoreReader(tree).run_by_name("p-3b") is not None, timeout=120)
+    forked = StoreReader(tree).run_by_name("p-3b")
+    assert forked["fork_step"] == 3 and forked["config"]["fork"]["changes"] == {"lr": 2e-4, "max_steps": 5}
+
+
+async def test_o_refuses_a_setting_that_cannot_change_and_sends_nothing(tree):
+    from textual.widgets import Input
+
+    from rlab.store.writer import StoreWriter
+    from rlab.tui.app import RolloutLabApp
+    from rlab.tui.change_dialogs import SettingsScreen
+
+    with StoreWriter(tree) as writer:
+        writer.set_status(1, "paused")  # as if its engine waited at a step boundary
+    app = RolloutLabApp(tree, run_id=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _until(pilot, lambda: app.run_row is not None)
+        await pilot.press("o")
+        await _until(pilot, lambda: isinstance(app.screen, SettingsScreen))
+        assert app.screen.query_one(Input).has_focus
+        await pilot.press(*"group_size=2", "enter")
+        await _until(pilot, lambda: "group_size cannot change" in str(app.screen.query_one("#settings-error").render()))
+    assert StoreReader(tree).commands(1) == []
+
+
+async def test_the_compare_screen_pairs_a_fork_and_its_parent_at_matched_steps(tree):
+    from textual.widgets import DataTable
+
+    from rlab.tui.app import RolloutLabApp
+    from rlab.tui.compare import CompareScreen
+
+    app = RolloutLabApp(tree, run_id=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        app.push_screen(CompareScreen(1, 2))
+        await _until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.branches is not None)
+        table = app.screen.query_one("#flips", DataTable)
+        assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == ["4", "6", "8"]
+        assert "two branches, one held-out room" in str(app.screen.query_one("#verdict").render())
+
+
+async def _until(pilot, condition, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        await pilot.pause(0.05)

@@ -54,14 +54,11 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     run = sub.add_parser(RUN, help="start a run (with the TUI unless --headless)")
     run.add_argument("--headless", action="store_true", help="no TUI; print progress and a JSON summary")
     fork = sub.add_parser(FORK, help="start a new run from a checkpoint of another, with options changed")
-    fork.add_argument("fork_from", metavar="RUN@STEP",
-                      help="the run and its checkpoint: a checkpoint's step, best (held-out pass@1) or latest")
-    fork.add_argument("--headless", action="store_true", help="no TUI; print progress and a JSON summary")
     if run_options:
-        from rlab.engine.cli import add_run_options
+        from rlab.engine.cli import add_fork_arguments, add_run_options
 
         add_run_options(run)
-        add_run_options(fork, leave_out=("fork_from", "resume"))
+        add_fork_arguments(fork)
     settings = sub.add_parser("set", help="change a live run's settings at its next step boundary (lr, "
                               "temperature, beta, max_new_tokens, prompts_per_step, eval_every, alert.NAME)")
     settings.add_argument("run", help="run name or id")
@@ -240,29 +237,12 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 def cmd_set(args: argparse.Namespace) -> int:
     """``rlab set RUN KEY=VALUE ...``: check the change as the engine will (``engine.settings``),
-    queue it, and wait for the run to apply it at its next step boundary (a paused run: at once)."""
-    from rlab.engine.settings import checked_for_run, parse_assignments
-    from rlab.store.control import send_command, wait_for_command
-    from rlab.store.reader import StoreReader, resolve_run
+    send it, and wait for the run to apply it at its next step boundary (a paused run: at once)."""
+    from rlab.engine.settings import send_settings
 
     if not args.db.is_file():
         raise FileNotFoundError(f"no run file at {args.db}; pass --db PATH")
-    with StoreReader(args.db) as reader:
-        run = resolve_run(reader, args.run)
-        if run["status"] not in ("running", "paused"):
-            raise ValueError(f"run {run['name']} is {run['status']}: rlab set changes a live run; resume it with "
-                             f"the change (rlab run --headless --resume {run['name']} --lr ...) or fork it")
-        changes = checked_for_run(run, reader.events(run["id"]), parse_assignments(args.changes))
-    command_id = send_command(args.db, run["id"], "set_settings", {"changes": changes})
-    shown = ", ".join(f"{k}={v}" for k, v in changes.items())
-    resolved = wait_for_command(args.db, run["id"], command_id, args.wait)
-    if resolved is None:
-        print(f"sent {shown} to run {run['name']} (command {command_id}); not applied within {args.wait:g} s: "
-              "it applies at the run's next step boundary")
-        return 0
-    if resolved["status"] == "rejected":
-        raise ValueError(f"run {run['name']} refused {shown}: {resolved['message']}")
-    print(f"run {run['name']}: {resolved['message']}")
+    print(f"run {args.run}: {send_settings(args.db, args.run, args.changes, args.wait)}")
     return 0
 
 
@@ -350,6 +330,7 @@ def _watch_follow(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from rlab.store.export import list_runs
+    from rlab.tui.formatting import run_tree, tree_name
 
     runs = list_runs(args.db)
     if args.json:
@@ -361,27 +342,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
         final = r.get("final_pass_at_1")
         shown = "-" if final is None else f"{final:.3f}"
         alerts = f"  alerts {r['alerts']} (last: {r['last_alert']})" if r["alerts"] else ""
-        name = ("  " * (depth - 1) + f"└ @{r['fork_step']} " if depth else "") + r["name"]
+        name = tree_name(r, depth)
         print(f"{r['id']:>4}  {name:<36} {r['kind']:<6} {r['scenario']:<14} {r['status']:<9} "
               f"steps {r['steps']:>6}  pass@1 {shown}{alerts}")
     return 0
-
-
-def run_tree(runs: list[dict]) -> list[tuple[dict, int]]:
-    """The runs in tree order: each run followed by its forks (depth + 1), oldest first."""
-    children: dict[int | None, list[dict]] = {}
-    ids = {r["id"] for r in runs}
-    for r in runs:
-        children.setdefault(r.get("parent_id") if r.get("parent_id") in ids else None, []).append(r)
-    out: list[tuple[dict, int]] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        for r in children.get(parent, []):
-            out.append((r, depth))
-            walk(r["id"], depth + 1)
-
-    walk(None, 0)
-    return out
 
 
 def cmd_export(args: argparse.Namespace) -> int:
