@@ -39,12 +39,15 @@ NAMED_STEPS = ("best", "latest")
 
 @dataclass(frozen=True)
 class CheckpointRef:
-    """A stored checkpoint: the run that wrote it (its row: config, manifest),
-    its step and directory."""
+    """A point a run can be reopened from: the run that wrote it (its row: config,
+    manifest), its step, and its directory. ``path`` None is a new run's start
+    (step 0): its base weights, a fresh optimizer and its seed's RNG.
+    ``stored``: a checkpoint row of this run (False: its start)."""
 
     run: RunRow
     step: int
-    path: Path
+    path: Path | None
+    stored: bool = True
 
     @property
     def run_name(self) -> str:
@@ -59,13 +62,17 @@ class CheckpointRef:
 
 def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> CheckpointRef:
     """The checkpoint ``spec`` names: ``RUN`` (its last), ``RUN@STEP``, ``RUN@latest``
-    or ``RUN@best`` (the best held-out pass@1 among the steps that have a checkpoint).
+    or ``RUN@best`` (the best held-out pass@1 among the steps that have a checkpoint,
+    the run's start included: a run that collapsed on its first steps rewinds to it).
+
+    A run's start is a point too: step 0 of a new run (its base weights), a
+    fork's fork step (its parent's checkpoint).
 
     Raises:
         FileNotFoundError: no run file at ``db``.
         KeyError: no such run.
-        ValueError: a bad step, no checkpoint at that step, or none at all
-            (each message names ``flag``, the run's checkpoints and the fix).
+        ValueError: a bad step, or no checkpoint at that step (each message
+            names ``flag``, the run's checkpoints and the fix).
     """
     run, _, step_text = spec.partition("@")
     if step_text and not step_text.isdigit() and step_text not in NAMED_STEPS:
@@ -75,26 +82,37 @@ def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> Check
         raise FileNotFoundError(f"no run file at {db}; pass --db PATH")
     with StoreReader(db) as reader:
         row = resolve_run(reader, run)
-        stored = reader.checkpoints(row["id"])
-    if not stored:
-        raise ValueError(f"{flag} {spec}: run {row['name']!r} has no checkpoint yet; train it past "
-                         "--checkpoint-every steps")
-    steps = ", ".join(str(c["step"]) for c in stored)
+        stored = [CheckpointRef(row, c["step"], Path(c["path"])) for c in reader.checkpoints(row["id"])]
+        evals = {m["step"]: m.get("eval/pass_at_1") for m in reader.step_metrics(row["id"])}
+    start = _start(row)
+    points = ([start] if all(c.step != start.step for c in stored) else []) + stored
     if step_text == "best":
-        scored = [c for c in stored if c["eval"] is not None]
+        scored = [c for c in points if evals.get(c.step) is not None]
         if not scored:
-            raise ValueError(f"{flag} {spec}: none of run {row['name']!r}'s checkpoints (steps {steps}) has a "
-                             "held-out eval at its step; name a step, or let --eval-every divide --checkpoint-every")
-        chosen = max(scored, key=lambda c: (c["eval"], c["step"]))
-    elif step_text.isdigit():
-        matches = [c for c in stored if c["step"] == int(step_text)]
+            raise ValueError(f"{flag} {spec}: run {row['name']!r} has no held-out eval at any of its checkpoints "
+                             f"({_listed(stored, start)}); name a step, or let --eval-every divide --checkpoint-every")
+        return max(scored, key=lambda c: (evals[c.step], c.step))
+    if step_text.isdigit():
+        matches = [c for c in points if c.step == int(step_text)]
         if not matches:
             raise ValueError(f"{flag} {spec}: run {row['name']!r} has no checkpoint at step {step_text}; "
-                             f"its checkpoints: {steps}")
-        chosen = matches[-1]
-    else:
-        chosen = stored[-1]
-    return CheckpointRef(row, chosen["step"], Path(chosen["path"]))
+                             f"its checkpoints: {_listed(stored, start)}")
+        return matches[-1]
+    return points[-1]
+
+
+def _start(run: RunRow) -> CheckpointRef:
+    """Where a run began: a fork's parent checkpoint at its fork step, else step 0 (its base weights)."""
+    lineage = run["config"].get("fork")
+    if lineage and lineage.get("checkpoint"):
+        return CheckpointRef(run, int(lineage["step"]), Path(lineage["checkpoint"]), stored=False)
+    return CheckpointRef(run, int(lineage["step"]) if lineage else 0, None, stored=False)
+
+
+def _listed(stored: list[CheckpointRef], start: CheckpointRef) -> str:
+    """The checkpoints' steps for a message, the start said apart."""
+    steps = ", ".join(str(c.step) for c in stored) or "none yet"
+    return f"{steps} (and its start, @{start.step})"
 
 
 @dataclass(frozen=True)
@@ -116,7 +134,7 @@ class ForkPlan:
     def lineage(self, rewards: Path | None) -> dict[str, Any]:
         """The lineage the fork stores (``config["fork"]``, the ``fork`` event, manifest.json)."""
         return {"parent": self.point.run_name, "parent_id": self.point.run["id"], "step": self.point.step,
-                "checkpoint": str(self.point.path), "changes": self.changes,
+                "checkpoint": None if self.point.path is None else str(self.point.path), "changes": self.changes,
                 "rewards": None if rewards is None else str(rewards.resolve()),
                 "reward_version": self.reward_version + (rewards is not None)}
 
@@ -166,8 +184,8 @@ def forked_manifest(parent: dict[str, Any], config: RunConfig, reward_source: st
 class ResumePlan:
     """What a resume continues from and changes.
 
-    run: the stored run. point: (step, directory) of the checkpoint it
-    continues from, or None (from the start). config: the options in force
+    run: the stored run. point: the checkpoint it continues from (its latest,
+    else its start: a fork's parent checkpoint, or step 0). config: the options in force
     at its first step, the given ones changed. changes: option -> new value.
     settings_version: the run's setting changes in force at its first step.
     replays: later changes, ``(step, changes)``, made again at their steps.
@@ -175,7 +193,7 @@ class ResumePlan:
     """
 
     run: RunRow
-    point: tuple[int, Path] | None
+    point: CheckpointRef
     config: RunConfig
     changes: dict[str, Any]
     settings_version: int
@@ -185,7 +203,7 @@ class ResumePlan:
     @property
     def first_step(self) -> int:
         """The first step the resume runs."""
-        return 1 if self.point is None else self.point[0] + 1
+        return self.point.step + 1
 
 
 def plan_resume(config: RunConfig) -> ResumePlan:
@@ -196,14 +214,11 @@ def plan_resume(config: RunConfig) -> ResumePlan:
             a resume does not change, or a value RunConfig refuses.
     """
     assert config.resume is not None
+    point = find_checkpoint(config.db, f"{config.resume}@latest", flag="--resume")
+    run = point.run
     with StoreReader(config.db) as reader:
-        run = resolve_run(reader, config.resume)
-        own = reader.checkpoints(run["id"])
         events = [dict(e) for e in reader.events(run["id"])]
-    lineage = run["config"].get("fork")
-    point = (own[-1]["step"], Path(own[-1]["path"])) if own else \
-        (int(lineage["step"]), Path(lineage["checkpoint"])) if lineage else None
-    first = 1 if point is None else point[0] + 1
+    first = point.step + 1
     plan = settings_plan(events)
     in_force, version = config_at(stored_options(run), plan, first)
     given = {name: getattr(config, name) for name in config.model_fields_set - RUN_IDENTITY}

@@ -145,8 +145,8 @@ def _resume(plan: ResumePlan) -> Session:
     parts = build_parts(config, scenario, Path(found["config"]["model_dir"])).with_events(writer, found["id"])
     rng = random.Random(config.seed)
     _seed_everything(config.seed)  # a resume from before the first checkpoint starts as the run did
-    if plan.point is not None:
-        resumed = load_checkpoint(plan.point[1], parts.policy.model, parts.trainer.optimizer)
+    if plan.point.path is not None:
+        resumed = load_checkpoint(plan.point.path, parts.policy.model, parts.trainer.optimizer)
         rng.setstate(_as_rng_state(resumed.rng_state))
         if parts.vllm is not None:
             parts.vllm.sync_policy(parts.policy.model, resumed.step, run_dir(config.db, found["name"]) / "adapters")
@@ -170,6 +170,7 @@ def _fork(plan: ForkPlan) -> Session:
     config, parent = plan.config, plan.point.run
     scenario = load_scenario(config.scenario, config.task)
     model_dir = Path(parent["config"]["model_dir"])
+    _seed_everything(config.seed)  # from a run's start, as that run began; a checkpoint restores its own
     parts = build_parts(config, scenario, model_dir)
     try:
         return _open_fork(plan, scenario, model_dir, parts)
@@ -181,12 +182,13 @@ def _fork(plan: ForkPlan) -> Session:
 def _open_fork(plan: ForkPlan, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:
     config, point = plan.config, plan.point
     assert config.name is not None
-    resumed = load_checkpoint(point.path, parts.policy.model, parts.trainer.optimizer)
-    rng = random.Random()
-    rng.setstate(_as_rng_state(resumed.rng_state))
-    if "seed" in plan.changes:  # the same checkpoint, another draw of prompts and samples
-        _seed_everything(config.seed)
-        rng = random.Random(config.seed)
+    rng = random.Random(config.seed)
+    if point.path is not None:
+        resumed = load_checkpoint(point.path, parts.policy.model, parts.trainer.optimizer)
+        if "seed" in plan.changes:  # the same checkpoint, another draw of prompts and samples
+            _seed_everything(config.seed)
+        else:
+            rng.setstate(_as_rng_state(resumed.rng_state))
     with StoreReader(config.db) as reader:
         kept = [RubricVersion(v["source"], v["weights"], "rewards.py") for v in reader.reward_versions(point.run["id"])
                 if v["version"] <= plan.reward_version]
@@ -205,7 +207,7 @@ def _open_fork(plan: ForkPlan, scenario: Scenario, model_dir: Path, parts: Parts
     manifest = forked_manifest(point.run["manifest"], config, rubric.source, success.label) | {"config": stored}
     writer = StoreWriter(config.db, enabled=config.store)
     run_id = writer.start_fork(config.name, scenario.name, stored, manifest, reward_file=reward_file,
-                               parent_id=point.run["id"], step=point.step,
+                               parent_id=point.run["id"], step=point.step, pinned=point.stored,
                                reward_versions=[(k + 1, v.source, v.weights) for k, v in enumerate(versions)])
     parts.with_events(writer, run_id)
     if parts.vllm is not None:

@@ -210,7 +210,8 @@ class StoreWriter:
 
     @_noop_when_disabled()
     def start_fork(self, name: str, scenario: str, config: dict, manifest: dict, *, reward_file: str | Path,
-                   parent_id: int, step: int, reward_versions: list[tuple[int, str, dict[str, float]]]) -> int:
+                   parent_id: int, step: int, reward_versions: list[tuple[int, str, dict[str, float]]],
+                   pinned: bool = True) -> int:
         """Create a fork of run ``parent_id`` at its checkpoint of step ``step``; return its id.
 
         One transaction, so a process killed meanwhile leaves no half-made
@@ -219,6 +220,8 @@ class StoreWriter:
         weights)`` (the parent's, up to the one in force, then a new file's)
         and a ``fork`` event with ``config["fork"]`` (the lineage). While the
         fork exists, the parent's checkpoint is never pruned (:meth:`checkpoints`).
+        ``pinned`` False: the fork starts where the parent itself started (its
+        base weights, or its own parent's checkpoint), no checkpoint of its.
 
         Raises:
             ValueError: a run called ``name`` already exists, or the parent
@@ -227,8 +230,8 @@ class StoreWriter:
         with write_transaction(self.database):
             if self.database.execute("SELECT 1 FROM runs WHERE name = ?", [name]).fetchone():
                 raise ValueError(f"a run named {name!r} already exists in {self.path}; choose another --name")
-            if self.database.execute("SELECT 1 FROM checkpoints WHERE run_id = ? AND step = ?",
-                                     [parent_id, step]).fetchone() is None:
+            if pinned and self.database.execute("SELECT 1 FROM checkpoints WHERE run_id = ? AND step = ?",
+                                                [parent_id, step]).fetchone() is None:
                 raise ValueError(f"the parent run has no checkpoint of step {step} any more (its "
                                  "--keep-checkpoints pruned it while the fork started); fork from another step")
             run_id = self._insert_run(name, scenario, config, manifest, reward_file, "train", (parent_id, step))

@@ -227,31 +227,38 @@ def _events(db, name, kinds):
 
 @pytest.mark.slow
 def test_a_reward_fix_forked_at_the_first_hack_alert_beats_the_run_that_did_not_get_it(tmp_path):
-    """README "Test a change against its control": the A/B of a reward fix, headless, both branches at once."""
+    """README "Test a change against its control": the alert pauses the run, the fix is forked from
+    its latest checkpoint, the run resumes, and both branches train 40 more steps at once, headless."""
+    from rlab.store.control import send_command
+
     db = tmp_path / "ab.db"
     parent = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario",
                                "reward_hacking", "--db", str(db), "--name", "hack", "--max-steps", "60",
-                               "--checkpoint-every", "2", "--eval-every", "10", "--alert", "pause_on="],
+                               "--checkpoint-every", "2", "--eval-every", "10", "--alert", "pause_on=hack,length_drift"],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait(lambda: db.exists() and any(e["payload"]["alert"] in ("hack", "length_drift")
-                                          for e in _events(db, "hack", {"alert"})), timeout=600)
-        alert = next(e for e in _events(db, "hack", {"alert"}) if e["payload"]["alert"] in ("hack", "length_drift"))
-        _wait(lambda: StoreReader(db).checkpoints(1) != [])
-        forked = _rlab("fork", "hack@latest", "--name", "fixed", "--db", db, "--headless", "--rewards",
-                       ROOT / "scenarios" / "reward_hacking" / "rewards_fixed.py", "--max-steps",
-                       alert["step"] + 40, cwd=tmp_path, timeout=900)
-        assert forked.returncode == 0, forked.stderr
-        out, err = parent.communicate(timeout=900)
+        _wait(lambda: db.exists() and _events(db, "hack", {"pause"}) != [], timeout=600)
+        [alert] = _events(db, "hack", {"alert"})
+        fork = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "fork", "hack@latest", "--name", "fixed",
+                                 "--db", str(db), "--headless", "--rewards",
+                                 str(ROOT / "scenarios" / "reward_hacking" / "rewards_fixed.py"),
+                                 "--max-steps", str(alert["step"] + 40)],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait(lambda: StoreReader(db).run_by_name("fixed") is not None, timeout=300)
+        send_command(db, 1, "resume")  # the run that did not get the fix goes on
+        _, fork_err = fork.communicate(timeout=900)
+        assert fork.returncode == 0, fork_err
+        _, err = parent.communicate(timeout=900)
         assert parent.returncode == 0, err
     finally:
         parent.kill()
     done = _rlab("compare", "hack", "fixed", "--db", db, "--json", cwd=tmp_path)
     result = json.loads(done.stdout)
     print(json.dumps({"alert": alert["payload"]["alert"], "alert_step": alert["step"],
-                      "fork_step": result["from_step"], "steps": result["steps"]}))
+                      "fork_step": result["from_step"], "steps": result["steps"],
+                      "pooled": [result["pooled_a"], result["pooled_b"]], "interval": result["interval"]}))
     last = result["steps"][-1]
-    assert result["comparable"] and last["step"] >= alert["step"] + 30
+    assert result["comparable"] and result["from_step"] <= alert["step"] and last["step"] >= alert["step"] + 30
     assert last["pass_at_1_b"] > last["pass_at_1_a"] and last["mcnemar_p"] < 0.05
 
 

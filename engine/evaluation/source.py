@@ -32,6 +32,9 @@ def load_policy(*, scenario, model: Path | None, checkpoint: CheckpointRef | Non
                                                 "weights_sha256": sha256_files(model_dir)}
     base = Path(checkpoint.config["model_dir"])
     policy = Policy.load(base, device)
+    if checkpoint.path is None:  # a run's start: its base weights, as it began
+        return policy, {"path": str(base), "weights_sha256": sha256_files(base),
+                        "checkpoint": {"run": checkpoint.run_name, "step": checkpoint.step, "path": None}}
     if checkpoint.config.get("lora_rank"):
         policy.model = apply_lora(policy.model, LoraSettings(
             rank=checkpoint.config["lora_rank"], alpha=checkpoint.config.get("lora_alpha"),
