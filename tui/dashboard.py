@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -131,6 +133,7 @@ class DashboardScreen(NavScreen):
         self._dirty: set[str] = set()
         self._drawn = False
         self._feed: RunFeed | None = None
+        self._shown: dict[str, dict[str, Any]] = {}  # table id -> the rows it shows, by row key
         self.baseline: Baseline | None = None
 
     @property
@@ -179,6 +182,7 @@ class DashboardScreen(NavScreen):
         self._feed = None
         self._dirty.clear()
         self._drawn = False
+        self._shown.clear()
         for table in self.query(DataTable):
             table.clear()
         self._set_header()
@@ -252,39 +256,44 @@ class DashboardScreen(NavScreen):
             feed.lock.release()
 
     def _fill_groups(self, feed: RunFeed) -> None:
-        table = self.query_one("#groups", DataTable)
-        table.clear()
-        for g in list(feed.groups)[-GROUP_ROWS:][::-1]:
+        rows = {str(g["id"]): g for g in list(feed.groups)[-GROUP_ROWS:][::-1]}
+        table = self._refill("groups", rows)
+        for key, g in rows.items():
             rewards = " ".join(fmt(r, ".3g") for r in g["rewards"])  # 0.25 stays 0.25
             table.add_row(g["step"], g["idx"], clip(g["prompt"], 24), clip(rewards, 32),
-                          clip(g["best"], 14), clip(g["worst"], 14), key=str(g["id"]))
+                          clip(g["best"], 14), clip(g["worst"], 14), key=key)
 
     def _fill_rollouts(self, feed: RunFeed) -> None:
-        table = self.query_one("#rollouts", DataTable)
-        table.clear()
-        for ro in list(feed.rollouts)[-ROLLOUT_ROWS:][::-1]:
+        rows = {str(ro["id"]): ro for ro in list(feed.rollouts)[-ROLLOUT_ROWS:][::-1]}
+        table = self._refill("rollouts", rows)
+        for key, ro in rows.items():
             table.add_row(ro["step"], clip(ro["prompt"], 40), clip(ro["completion"], 50),
-                          fmt(ro["reward"]), key=str(ro["id"]))
+                          fmt(ro["reward"]), key=key)
 
     def _fill_alerts(self, feed: RunFeed) -> None:
-        table = self.query_one("#alerts", DataTable)
-        table.clear()
-        for i, alert in list(enumerate(feed.alerts))[-ALERT_ROWS:][::-1]:
-            table.add_row(alert.step, Text(f"{alert.kind}: {alert.message}"), key=str(i),
+        rows = {str(i): alert for i, alert in list(enumerate(feed.alerts))[-ALERT_ROWS:][::-1]}
+        table = self._refill("alerts", rows)
+        for key, alert in rows.items():
+            table.add_row(alert.step, Text(f"{alert.kind}: {alert.message}"), key=key,
                           height=None)  # None: as many lines as the wrapped message needs
+
+    def _refill(self, table_id: str, rows: dict[str, Any]) -> DataTable:
+        """Empty a table that will show ``rows`` (row key -> feed row), and keep
+        them for Enter: by then a poll may have dropped them from the feed."""
+        self._shown[table_id] = rows
+        table = self.query_one(f"#{table_id}", DataTable)
+        table.clear()
+        return table
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a group, rollout or alert: open the group view on it."""
-        if self._feed is None:
+        row = self._shown.get(event.data_table.id or "", {}).get(event.row_key.value or "")
+        if row is None:  # the table was refilled between the key press and this message
             return
-        key = event.row_key.value
         if event.data_table.id == "alerts":
-            alert = self._feed.alerts[int(key)]
-            self.app.go_to(alert.step, group_id=alert.group_ids[0] if alert.group_ids else None)
+            self.app.go_to(row.step, group_id=row.group_ids[0] if row.group_ids else None)
         elif event.data_table.id == "groups":
-            group = next(g for g in self._feed.groups if str(g["id"]) == key)
-            self.app.go_to(group["step"], group_id=group["id"])
+            self.app.go_to(row["step"], group_id=row["id"])
         else:
-            ro = next(r for r in self._feed.rollouts if str(r["id"]) == key)
-            self.app.go_to(ro["step"], group_id=ro["group_id"], traj_id=ro["id"])
+            self.app.go_to(row["step"], group_id=row["group_id"], traj_id=row["id"])
         self.app.action_open("group")

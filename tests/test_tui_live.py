@@ -1,0 +1,48 @@
+"""Pilot tests of the TUI on a run that goes on while it is watched (issue 40,
+what a newcomer met): the fixed small run file, with new steps written by the
+test as the engine would write them.
+"""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from fixtures.smalldb import _single_turn_group
+from rlab.store.writer import StoreWriter
+from rlab.tui.app import RolloutLabApp
+from rlab.tui.group_view import GroupScreen
+from test_tui_app import SIZE, db, loaded, until  # noqa: F401 - db is a fixture
+
+
+def write_steps(path, run_id: int, steps: range, groups: int = 8) -> None:
+    """New steps of ``groups`` groups of 4 trajectories, as the engine writes them."""
+    with StoreWriter(path) as writer:
+        for step in steps:
+            writer.write_groups(run_id, step, [_single_turn_group(step, g, 2) for g in range(groups)])
+            writer.write_step(run_id, step, {"reward": 0.5})
+
+
+async def test_enter_on_a_rollout_row_that_a_poll_pushed_out_opens_it(db, monkeypatch):
+    """The tables redraw at most twice a second; between two redraws a poll
+    may replace every recent rollout the table still shows (a step of the
+    default run writes more than the feed keeps). Enter on such a row opened
+    nothing: StopIteration. The redraw is held back here, so the table shows
+    the old rows while the feed holds only new ones, every time."""
+    monkeypatch.setattr("rlab.tui.dashboard.REDRAW_SECONDS", 3600.0)
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        table = app.screen.query_one("#rollouts", DataTable)
+        await until(pilot, lambda: table.row_count == 20)
+        table.focus()
+        table.move_cursor(row=table.row_count - 1)
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        step = table.get_row(key)[0]
+        write_steps(path, ids["demo"], range(8, 10))  # 64 new rollouts: the feed keeps 50
+        await until(pilot, lambda: app.feed.last_step == 9)
+        assert key not in {str(r["id"]) for r in app.feed.rollouts}
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, GroupScreen))
+        await until(pilot, lambda: app.view.trajectory is not None)
+        assert (app.view.cursor.step, app.view.trajectory["id"]) == (step, int(key))
