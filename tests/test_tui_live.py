@@ -5,13 +5,13 @@ test as the engine would write them.
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
+from textual.widgets import DataTable, TextArea
 
 from fixtures.smalldb import _single_turn_group
 from rlab.store.writer import StoreWriter
 from rlab.tui.app import RolloutLabApp
 from rlab.tui.group_view import GroupScreen
-from test_tui_app import SIZE, db, loaded, until  # noqa: F401 - db is a fixture
+from test_tui_app import SIZE, commands, db, loaded, until  # noqa: F401 - db is a fixture
 
 
 def write_steps(path, run_id: int, steps: range, groups: int = 8) -> None:
@@ -46,3 +46,23 @@ async def test_enter_on_a_rollout_row_that_a_poll_pushed_out_opens_it(db, monkey
         await until(pilot, lambda: isinstance(app.screen, GroupScreen))
         await until(pilot, lambda: app.view.trajectory is not None)
         assert (app.view.cursor.step, app.view.trajectory["id"]) == (step, int(key))
+
+
+async def test_typing_in_the_reward_editor_edits_the_file_not_the_run(db):
+    """``e`` opens the editor with the keyboard in its text: the app's keys
+    (space pauses, n steps, r opens the runs, ? the help) are letters there."""
+    from rlab.tui.reward_editor import RewardEditorScreen
+
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, RewardEditorScreen))
+        editor = app.screen
+        await pilot.press("home", "n", "space", "r", "question_mark")
+        await pilot.pause(0.3)
+        await app.workers.wait_for_complete()
+        assert app.screen is editor
+        assert editor.query_one("#re-source", TextArea).text.startswith("n r?")
+    assert commands(path, ids["demo"]) == []

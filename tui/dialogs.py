@@ -29,7 +29,7 @@ HELP = """\
 | `m` | (dashboard) every step metric, filtered by name, with a plot of the highlighted one |
 | `l` | (dashboard) the engine log's tail, followed live |
 | `r` | runs in the file (`enter` watch, `x` mark, `c` compare reward curves and manifests, `p` pin as baseline: its curves dotted on the plots) |
-| `e` | edit the reward functions of the run |
+| `e` | edit the reward functions of the run (keys type into the file; `escape` twice goes back) |
 | `u` | undo the last reward edit: back to the previous version (and resume) |
 | `tab` | focus a table (arrows then move inside it, `enter` opens, `escape` leaves) |
 | `enter` | (advantages view, table focused) highlight the row's anchor group |
