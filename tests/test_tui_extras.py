@@ -154,7 +154,7 @@ async def test_m_filters_every_metric_and_plots_the_highlighted_one(db):
 
 async def test_l_shows_the_engine_log_tail_and_follows_it(db):
     path, ids = db
-    log_path = engine_log_path(path)
+    log_path = engine_log_path(path, "demo")
     log_path.write_text("loading the tiny policy\nstep     1  reward 0.250\n")
     app = RolloutLabApp(path, run_id=ids["demo"])
     async with app.run_test(size=SIZE) as pilot:
@@ -180,7 +180,7 @@ async def test_l_without_an_engine_log_says_where_it_would_be(db):
         await pilot.press("l")
         await until(pilot, lambda: isinstance(app.screen, EngineLogScreen)
                     and app.screen.query_one(Log).line_count == 1)
-        assert f"no engine log at {engine_log_path(path)}" in app.screen.query_one(Log).lines[0]
+        assert f"no engine log at {engine_log_path(path, 'demo')}" in app.screen.query_one(Log).lines[0]
 
 
 def test_the_header_names_what_pass_at_1_counts_and_shows_the_held_out_reward_beside_it():

@@ -5,12 +5,16 @@ test as the engine would write them.
 
 from __future__ import annotations
 
-from textual.widgets import DataTable, TextArea
+import sys
+
+from textual.widgets import DataTable, Log, TextArea
 
 from fixtures.smalldb import _single_turn_group
 from rlab.store.writer import StoreWriter
 from rlab.tui.app import RolloutLabApp
+from rlab.tui.engine_log import EngineLogScreen, engine_log_path
 from rlab.tui.group_view import GroupScreen
+from rlab.tui.supervisor import EngineSupervisor
 from test_tui_app import SIZE, commands, db, loaded, until  # noqa: F401 - db is a fixture
 
 
@@ -66,3 +70,36 @@ async def test_typing_in_the_reward_editor_edits_the_file_not_the_run(db):
         assert app.screen is editor
         assert editor.query_one("#re-source", TextArea).text.startswith("n r?")
     assert commands(path, ids["demo"]) == []
+
+
+async def test_a_new_run_never_shows_the_previous_runs_last_log_line(tmp_path):
+    """Until its run appears, the header shows the new engine's newest log
+    line; every run the TUI starts logs to its own file, so the previous run's
+    summary (the last line of a log the runs shared) is never that line."""
+    path = tmp_path / "run.db"
+    summary = '{"run": "old", "status": "finished", "steps": 250}'
+    EngineSupervisor([sys.executable, "-c", f"print({summary!r})"], path, "old").spawn().wait(30)
+    app = RolloutLabApp(path, run_name="new", engine_cmd=[sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.engine is not None)
+            await pilot.pause(1.0)  # four polls of the engine's log
+            assert app.screen.sub_title == "waiting for the run to appear in the file…"
+    finally:
+        app.engine.kill()
+        app.engine.wait(10)
+    assert engine_log_path(path, "old").read_text().strip() == summary
+    assert engine_log_path(path, "new").exists()
+
+
+async def test_l_shows_the_log_of_the_watched_run(db):
+    path, ids = db
+    engine_log_path(path, "gigpo-demo").write_text("the other run's line\n")
+    engine_log_path(path, "demo").write_text("demo's line\n")
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, EngineLogScreen)
+                    and app.screen.query_one(Log).line_count > 0)
+        assert list(app.screen.query_one(Log).lines) == ["demo's line"]

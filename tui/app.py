@@ -88,7 +88,7 @@ class RolloutLabApp(RewardActions, App):
             create; the app waits for it to appear.
         engine_cmd: a command line that starts the engine; it is spawned in its
             own session (it survives the TUI) with its output in
-            ``<db_path>.engine.log`` (:class:`tui.supervisor.EngineSupervisor`).
+            ``<db_path>.<run_name>.engine.log`` (:class:`tui.supervisor.EngineSupervisor`).
         thresholds: reward-hacking alert thresholds; if None, the run config's
             ``"alerts"`` dict (see :class:`engine.alerts.AlertThresholds`) or the defaults.
 

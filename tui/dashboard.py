@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.tui.baseline import Baseline, load_baseline
-from rlab.tui.engine_log import EngineLogScreen
+from rlab.tui.engine_log import EngineLogScreen, engine_log_path
 from rlab.tui.feed import FeedUpdate, Poll, RunFeed
 from rlab.tui.formatting import clip, fmt
 from rlab.tui.metrics import MetricsScreen
@@ -199,8 +199,12 @@ class DashboardScreen(NavScreen):
             self.app.push_screen(MetricsScreen(self.app.run_id, self.baseline))
 
     def action_engine_log(self) -> None:
-        """``l``: the engine log's tail, followed live."""
-        self.app.push_screen(EngineLogScreen(self.app.db_path))
+        """``l``: the watched run's engine log's tail, followed live."""
+        name = (self.app.run_row or {}).get("name") or self.app.run_name
+        if name is None:
+            self.app.notify("no run yet: its engine log is named after it", severity="warning")
+            return
+        self.app.push_screen(EngineLogScreen(engine_log_path(self.app.db_path, name)))
 
     def pin_baseline(self, run_id: int | None) -> None:
         """Overlay run ``run_id``'s curves on the plots (None, or the pinned run again: unpin)."""
