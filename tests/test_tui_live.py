@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Log, TextArea
 from fixtures.smalldb import _single_turn_group
 from rlab.store.writer import StoreWriter
 from rlab.tui.app import RolloutLabApp
+from rlab.tui.dialogs import QuitScreen
 from rlab.tui.engine_log import EngineLogScreen, engine_log_path
 from rlab.tui.group_view import GroupScreen
 from rlab.tui.supervisor import EngineSupervisor
@@ -103,3 +104,17 @@ async def test_l_shows_the_log_of_the_watched_run(db):
         await until(pilot, lambda: isinstance(app.screen, EngineLogScreen)
                     and app.screen.query_one(Log).line_count > 0)
         assert list(app.screen.query_one(Log).lines) == ["demo's line"]
+
+
+async def test_leaving_the_run_running_says_it_goes_on_and_how_to_attach_again(db, capsys):
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await pilot.press("l")  # leave it running
+        await until(pilot, lambda: not app.is_running)
+    printed = " ".join(capsys.readouterr().err.split())
+    assert f"run demo goes on; attach again with: rlab watch --db {path} demo" in printed, printed
+    assert commands(path, ids["demo"]) == []
