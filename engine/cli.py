@@ -49,8 +49,12 @@ def nested_models() -> dict[str, type[BaseModel]]:
             if isinstance(_optional(info.annotation), type)
             and issubclass(_optional(info.annotation), BaseModel)}
 
+FLAG_NAMES = {"alerts": "--alert"}
+"""Flags named otherwise than their field (dest -> flag): one threshold per
+``--alert NAME=VALUE``, as README and ``rlab watch --alert`` say it."""
+
 EXTRA_FLAGS = {"judge.timeout_s": ("--judge-timeout",), "judge.use_cache": ("--judge-no-cache",),
-               "alerts": ("--alert",)}
+               "alerts": ("--alerts",)}
 """Older flag names kept working beside the generated ones (dest -> flags);
 a boolean's extra flag with ``-no-`` in it sets False."""
 
@@ -71,8 +75,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def flag(dest: str) -> str:
     """The flag of a config path: ``max_steps`` -> ``--max-steps``,
-    ``judge.model`` -> ``--judge-model``."""
-    return "--" + dest.replace(".", "-").replace("_", "-")
+    ``judge.model`` -> ``--judge-model`` (or its :data:`FLAG_NAMES` name)."""
+    return FLAG_NAMES.get(dest) or "--" + dest.replace(".", "-").replace("_", "-")
 
 
 def _optional(annotation: Any) -> Any:
