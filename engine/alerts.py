@@ -244,6 +244,16 @@ class AlertWatch:
         self._quiet: dict[str, int] = {}
         self.last_step: int | None = None
 
+    def retune(self, thresholds: AlertThresholds) -> None:
+        """Judge the next steps by ``thresholds`` (``rlab set RUN alert.NAME=VALUE``).
+
+        The history stays: the windows keep their newest steps (cut or grown
+        to the new ``window``), the early baselines and the best success so far.
+        """
+        self.thresholds = thresholds
+        self._rewards = deque(self._rewards, maxlen=thresholds.window)
+        self._trend = deque(self._trend, maxlen=thresholds.window)
+
     def observe(self, step: int, metrics: dict, groups: list[GroupStats]) -> list[Alert]:
         """Check one step; return the alerts that start at this step.
 

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
+
+from rlab.engine.flags import flag, validation_message
 from pydantic.fields import FieldInfo
 
 if typing.TYPE_CHECKING:
@@ -49,10 +51,6 @@ def nested_models() -> dict[str, type[BaseModel]]:
             if isinstance(_optional(info.annotation), type)
             and issubclass(_optional(info.annotation), BaseModel)}
 
-FLAG_NAMES = {"alerts": "--alert"}
-"""Flags named otherwise than their field (dest -> flag): one threshold per
-``--alert NAME=VALUE``, as README and ``rlab watch --alert`` say it."""
-
 EXTRA_FLAGS = {"judge.timeout_s": ("--judge-timeout",), "judge.use_cache": ("--judge-no-cache",),
                "alerts": ("--alerts",)}
 """Older flag names kept working beside the generated ones (dest -> flags);
@@ -71,12 +69,6 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> typing.NoReturn:
         """Print ``rlab: error: MESSAGE (see PROG --help)`` and exit with status 2."""
         self.exit(2, f"{ERROR_PREFIX}{message} (see `{self.prog} --help`)\n")
-
-
-def flag(dest: str) -> str:
-    """The flag of a config path: ``max_steps`` -> ``--max-steps``,
-    ``judge.model`` -> ``--judge-model`` (or its :data:`FLAG_NAMES` name)."""
-    return FLAG_NAMES.get(dest) or "--" + dest.replace(".", "-").replace("_", "-")
 
 
 def _optional(annotation: Any) -> Any:
@@ -140,8 +132,9 @@ def _add_field(group: argparse._ActionsContainer, dest: str, info: FieldInfo) ->
         group.add_argument(*names, metavar=metavar, help=_help(info), **common)
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """Add one option per RunConfig field (and per nested settings field).
+def add_run_options(parser: argparse.ArgumentParser, *, leave_out: tuple[str, ...] = ()) -> None:
+    """Add one option per RunConfig field (and per nested settings field), but
+    those in ``leave_out`` (``rlab fork`` takes ``fork_from`` as its argument).
 
     Options default to ``argparse.SUPPRESS``: the namespace holds only what
     was typed, and :func:`config_from_args` lets RunConfig fill the rest.
@@ -150,12 +143,20 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
     nested = nested_models()
     for name, info in RunConfig.model_fields.items():
-        if name not in nested:
+        if name not in nested and name not in leave_out:
             _add_field(parser, name, info)
     for name, model in nested.items():
         group = parser.add_argument_group(f"{name}: {(RunConfig.model_fields[name].description or '')}")
         for sub, info in model.model_fields.items():
             _add_field(group, f"{name}.{sub}", info)
+
+
+def add_fork_arguments(parser: argparse.ArgumentParser) -> None:
+    """``rlab fork``'s arguments: RUN@STEP, ``--headless`` and every run option a fork takes."""
+    parser.add_argument("fork_from", metavar="RUN@STEP",
+                        help="the run and its checkpoint: a checkpoint's step, best (held-out pass@1) or latest")
+    parser.add_argument("--headless", action="store_true", help="no TUI; print progress and a JSON summary")
+    add_run_options(parser, leave_out=("fork_from", "resume"))
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -183,35 +184,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise CliError(validation_message(err, given)) from None
 
 
-def validation_message(err: ValidationError, given: dict[str, Any] | None = None) -> str:
-    """pydantic's errors as ``--flag VALUE: rule`` parts joined by ``; ``."""
-    parts = []
-    for error in err.errors(include_url=False):
-        rule = error["msg"].removeprefix("Value error, ")
-        rule = rule.replace("Input should be", "must be").replace("Field required", "required")
-        fields = [str(part) for part in error["loc"] if isinstance(part, str)]
-        if not fields or fields[0] == "alerts":  # the message names the flags itself
-            parts.append(rule)
-            continue
-        dest = ".".join(fields[:2])
-        if rule == "required" and len(fields) > 1:
-            rule = f"required with the other --{fields[0]}-* options"
-        value = _lookup(given or {}, fields[:2])
-        shown = "" if value is None else " " + (",".join(map(str, value))
-                                                   if isinstance(value, list) else str(value))
-        parts.append(f"{flag(dest)}{shown}: {rule}")
-    return "; ".join(parts)
-
-
-def _lookup(given: dict[str, Any], path: list[str]) -> Any:
-    value: Any = given
-    for part in path:
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def check_options(config: RunConfig) -> None:
     """Check what can be checked before a run starts (and before the TUI opens):
     the scenario, the model directory, the run file, the batch size against
@@ -221,18 +193,52 @@ def check_options(config: RunConfig) -> None:
         CliError: with the problem and its fix.
     """
     from rlab.engine.config import MODEL_ALIASES
+
+    if config.fork_from is not None or config.resume is not None:
+        _check_reopen(config)
+        return
+    scenario = _scenario(config)
+    config = config.with_run_defaults(scenario.run_defaults)  # every check sees the options the run will have
+    if config.model is not None and str(config.model) not in MODEL_ALIASES:
+        _check_model(config, config.model)
+    _check_run_options(config, scenario)
+    if config.store:
+        check_run_file(config.db, writable=True)
+        _check_name_and_resume(config)
+
+
+def _scenario(config: RunConfig) -> Scenario:
     from rlab.scenarios import UnknownScenarioError, load_scenario
     from rlab.scenarios.task_scenario import TaskError
 
     try:
-        scenario = load_scenario(config.scenario, config.task)
+        return load_scenario(config.scenario, config.task)
     except UnknownScenarioError as err:
         raise CliError(f"--scenario: {err}") from None
     except TaskError as err:
         raise CliError(f"--task: {err}") from None
-    config = config.with_run_defaults(scenario.run_defaults)  # every check sees the options the run will have
-    if config.model is not None and str(config.model) not in MODEL_ALIASES:
-        _check_model(config, config.model)
+
+
+def _check_reopen(config: RunConfig) -> None:
+    """A fork or a resume: the run file, the run and its checkpoint, the options
+    given (each may change there: ``engine.settings``), and the options the
+    reopened run will have, checked as a new run's."""
+    from rlab.engine.fork import plan_fork, plan_resume
+    from rlab.engine.settings import SettingsError
+
+    check_run_file(config.db, writable=True)
+    _check_name_and_resume(config)
+    try:
+        reopened = (plan_fork(config) if config.fork_from is not None else plan_resume(config)).config
+    except SettingsError as err:
+        raise CliError(f"{'fork' if config.fork_from else '--resume'}: {err}") from None
+    except (KeyError, ValueError, FileNotFoundError) as err:
+        raise CliError(str(err.args[0] if isinstance(err, KeyError) else err)) from None
+    _check_run_options(reopened, _scenario(reopened))
+
+
+def _check_run_options(config: RunConfig, scenario: Scenario) -> None:
+    """The options of a run about to start (new, resumed or forked) against this machine and the task."""
     if config.device is not None:
         _check_device(config.device)
     cpus = len(os.sched_getaffinity(0))
@@ -245,24 +251,25 @@ def check_options(config: RunConfig) -> None:
 
     if (missing := missing_package(config.report_to)) is not None:
         raise CliError(missing)
-    if config.resume is None:
+    if config.resume is None and (config.fork_from is None or config.rewards is not None):
         _check_reward_file(config, scenario)
     available = len(scenario.train_examples(config.seed))
     if config.prompts_per_step > available:
-        raise CliError(f"--prompts-per-step {config.prompts_per_step}: scenario {config.scenario!r} "
-                       f"has {available} training prompts; pass at most {available}")
-    if config.store:
-        check_run_file(config.db, writable=True)
-        _check_name_and_resume(config)
+        what = f"task {scenario.name!r}" if config.task is not None else f"scenario {config.scenario!r}"
+        raise CliError(f"--prompts-per-step {config.prompts_per_step}: {what} has {available} training prompts; "
+                       f"pass at most {available}")
 
 
 def _check_reward_file(config: RunConfig, scenario: Scenario) -> None:
-    """The reward file loads (in the user-code child process: a second or so) and
-    has the success function, before any model loads or the run file is touched."""
+    """The reward file (``--rewards``, else the task's) loads (in the user-code child
+    process: a second or so) and has the success function, before any model loads
+    or the run file is touched."""
     from rlab.engine.rewards.edit.check import validate
     from rlab.engine.success import SuccessError, SuccessRule
 
-    path = scenario.reward_file
+    path = config.rewards or scenario.reward_file
+    if not path.is_file():
+        raise CliError(f"--rewards {path}: no such file")
     result = validate(path.read_text(encoding="utf-8"), [], [], filename=path.name)
     if not result.ok:
         where = f" (line {result.lineno})" if result.lineno and f"line {result.lineno}" not in result.message else ""
@@ -361,7 +368,7 @@ def _check_name_and_resume(config: RunConfig) -> None:
         if config.resume is None:
             if config.name is not None and reader.run_by_name(config.name) is not None:
                 raise CliError(f"--name {config.name}: a run with that name is already in {config.db}; "
-                               "choose another --name, or continue it with --resume")
+                               "choose another --name" + ("" if config.fork_from else ", or continue it with --resume"))
             return
         try:
             run = resolve_run(reader, config.resume)
@@ -412,7 +419,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rlab.engine.train.checkpoint import CheckpointError
     from rlab.engine.policy.model import ModelLoadError
     from rlab.engine.policy.vllm import VLLMError
-    from rlab.engine.rewards.rubric import RubricError
+    from rlab.engine.rewards.rubric_errors import RubricError
     from rlab.store.db import RunFileError, SchemaVersionError
     from rlab.store.writer import RunBusyError
 
@@ -421,11 +428,14 @@ def expected_errors() -> tuple[type[BaseException], ...]:
 
 
 def error_line(err: BaseException) -> str:
-    """One ``rlab: error:`` line for an expected error (KeyError's quotes dropped)."""
+    """One ``rlab: error:`` line for an expected error (KeyError's quotes dropped),
+    scrubbed of credentials: a reward function's error may quote a key."""
+    from rlab.store.secrets import scrub_text
+
     message = err.args[0] if isinstance(err, KeyError) and err.args else err
     if isinstance(err, ValidationError):
         message = validation_message(err)
-    return f"{ERROR_PREFIX}{message}"
+    return scrub_text(f"{ERROR_PREFIX}{message}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

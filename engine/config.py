@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -10,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlab.engine.alerts import AlertThresholds
+from rlab.store.records import check_run_name
 
 
 #: The tokens the loss is averaged over (RunConfig.loss_tokens; engine.train.trainer).
@@ -119,7 +119,16 @@ class RunConfig(BaseModel):
         "keep the last K checkpoints, plus the best by held-out eval; older ones are deleted "
         "(0 keeps every one)"))
     store: bool = Field(True, description="False disables the writer (overhead benchmark)")
-    resume: str | None = Field(None, description="continue this run (name or id) from its last checkpoint")
+    resume: str | None = Field(None, description=(
+        "continue this run (name or id) from its last checkpoint; of the other options only those that may "
+        "change between steps, the budgets, checkpointing and where it runs apply (README, \"Test a change "
+        "against its control\")"))
+    fork_from: str | None = Field(None, description=(
+        "start a new run (--name) from another run's checkpoint, RUN@STEP (STEP: a checkpoint's step, best or "
+        "latest): its weights, optimizer, RNG and reward version, with the options given changed "
+        "(`rlab fork RUN@STEP` is this)"))
+    rewards: Path | None = Field(None, description=(
+        "a reward file to train with instead of the task's own (on a fork: instead of the parent's version)"))
     pause_on_reward_error: bool = Field(True, description="pause when a reward function fails (hangs, raises, "
                                         "returns no finite number)")
 
@@ -163,11 +172,9 @@ class RunConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _folder_name(cls, name: str | None) -> str | None:
-        """A run name names a folder under rlab_runs/: no path, nothing hidden."""
-        if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
-            raise ValueError("a run name names its folder under rlab_runs/: use 1-100 letters, digits, '.', "
-                             "'_' or '-', starting with a letter or digit")
-        return name
+        """A run name names a folder under rlab_runs/: no path, nothing hidden
+        (``store.records.check_run_name``, the rule every path that names a run applies)."""
+        return None if name is None else check_run_name(name)
 
     @field_validator("alerts")
     @classmethod

@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, reward_scale
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
@@ -81,7 +82,9 @@ class StepRecord:
     the step (TRL names); they win over the ones the recorder computes from
     the groups. judged: one judge result per group, in order, or None
     without a judge. reward_errors: reward-function error messages of the
-    step (a scored 0 is not a reward).
+    step (a scored 0 is not a reward). held_out: a held-out evaluation's
+    ``(example id, solved)`` pairs, stored as an ``eval`` event so two
+    branches' evals pair example by example (``rlab compare --from-step``).
     """
 
     step: int
@@ -89,6 +92,7 @@ class StepRecord:
     metrics: dict[str, float]
     judged: Sequence[JudgeResult] | None = None
     reward_errors: Sequence[str] = ()
+    held_out: Sequence[tuple[Any, bool | None]] = ()
 
 
 class Recorder:
@@ -122,6 +126,10 @@ class Recorder:
         self.controller = Controller(run.writer, run.run_id, poll_interval_s=poll_interval_s)
         #: the last step's last groups: what a reward edit must score cleanly before it applies
         self.last_groups: list[GroupRecord] = []
+        #: setting changes applied so far (``rlab set``, a resume's): 0 = as the run started
+        self.settings_version = 0
+        #: alert kind -> what to do about it, added to the alert's message (a trainer that can rewind says how)
+        self.remedies: dict[str, str] = {}
 
     @property
     def writer(self) -> StoreWriter:
@@ -146,6 +154,10 @@ class Recorder:
         group_ids = group_ids or [g.index for g in groups]
         if groups:
             self.last_groups = groups[-CHECK_GROUPS:]
+        if record.held_out:
+            ids, passed = zip(*record.held_out)
+            self.writer.write_event(self.run.run_id, "eval", {
+                "example_ids": list(ids), "passed": [None if p is None else int(p) for p in passed]}, step=step)
         self._reward_errors(step, record.reward_errors)
         self._judge_failures(step, group_ids, record.judged or ())
         self._alerts(step, metrics, [GroupStats.of_record(step, gid, g) for gid, g in zip(group_ids, groups)])
@@ -190,13 +202,16 @@ class Recorder:
     def _alerts(self, step: int, metrics: dict[str, float], groups: list[GroupStats]) -> None:
         """Run the watch on this step: store each alert as an event, print it, pause on ``pause_on``."""
         for alert in self.watch.observe(step, metrics, groups):
+            remedy = self.remedies.get(alert.kind)
+            if remedy is not None:
+                alert = replace(alert, message=f"{alert.message}; {remedy}")
             self.writer.write_event(self.run.run_id, "alert", alert.payload(), step=step)
             say(alert.line())
             if alert.action == "pause":
                 self.controller.pause(step, f"alert: {alert.kind}", message=alert.message)
                 say(f"paused at step {step}; look at the groups with `rlab watch --db {self.run.db} "
                     f"{self.run.name}`, then resume with `rlab resume {self.run.name} --db {self.run.db}` "
-                    "(or space in the TUI)")
+                    "(or space in the TUI)" + (f"; or {remedy}" if remedy else ""))
 
     # -- reward versions ---------------------------------------------------------------
 
@@ -214,11 +229,12 @@ class Recorder:
             self.reject_edit(command_id, step, str(err))
             return None
 
-    def reject_edit(self, command_id: int, step: int, message: str) -> None:
-        """Refuse a reward edit: the command resolved ``rejected``, an ``error`` event, a line."""
+    def reject_edit(self, command_id: int, step: int, message: str, *, what: str = "reward_edit") -> None:
+        """Refuse a reward edit (or, ``what="settings"``, a settings change): the command
+        resolved ``rejected``, an ``error`` event (``{what}_rejected``), a line."""
         self.writer.resolve_command(command_id, "rejected", message)
-        self.writer.write_event(self.run.run_id, "error", {"reward_edit_rejected": message}, step=step)
-        say(f"reward edit rejected at step {step}: {message}")
+        self.writer.write_event(self.run.run_id, "error", {f"{what}_rejected": message}, step=step)
+        say(f"{what.replace('_', ' ')} rejected at step {step}: {message}")
 
     def switch_rewards(self, step: int, version: int, rubric: RubricVersion, *, from_step: int,
                        command_id: int | None = None, replayed: bool = False, message: str | None = None,
@@ -241,3 +257,26 @@ class Recorder:
         if command_id is not None:
             self.writer.resolve_command(command_id, "applied", message)
         say(f"reward version {version} in force from step {from_step}" + (" (replayed)" if replayed else ""))
+
+    # -- settings between steps ---------------------------------------------------------
+
+    def retune(self, thresholds: AlertThresholds) -> None:
+        """Judge the next steps by other alert thresholds; the watch keeps its history."""
+        self.watch.retune(thresholds)
+
+    def switch_settings(self, step: int, changes: Mapping[str, object], *, command_id: int | None = None,
+                        replayed: bool = False) -> None:
+        """Record settings version ``settings_version + 1`` in force from step ``step``
+        (``engine.settings``): a ``settings`` event (``replayed``: a resumed run
+        making again a change a re-run step was first made for) and the command
+        resolved as applied. The caller has applied ``changes`` to its trainer."""
+        self.settings_version += 1
+        shown = ", ".join(f"{name}={value}" for name, value in changes.items())
+        payload = {"version": self.settings_version, "changes": dict(changes), "from_step": step}
+        self.writer.write_event(self.run.run_id, "settings", payload | ({"replayed": True} if replayed else {}),
+                                step=step)
+        if command_id is not None:
+            self.writer.resolve_command(command_id, "applied",
+                                        f"settings version {self.settings_version} from step {step}: {shown}")
+        say(f"settings version {self.settings_version} in force from step {step}: {shown}"
+            + (" (replayed)" if replayed else ""))

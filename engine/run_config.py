@@ -45,7 +45,7 @@ def read_run_config(path: Path) -> dict[str, Any]:
         raise RunConfigError(f"--config {path}: unknown key(s) {', '.join(map(repr, unknown))}; "
                            f"the keys are rlab run options: {known}")
     base = path.resolve().parent
-    for key in ("db", "model"):
+    for key in ("db", "model", "rewards"):
         if isinstance(raw.get(key), str) and not _is_alias(raw[key]):
             raw[key] = str(base / raw[key])
     task = raw.get("task")

@@ -1,51 +1,40 @@
-"""A run's session: everything the training loop holds, built new or resumed.
+"""A run's session: everything the training loop holds, in named parts.
 
-:func:`start` opens a run: the scenario, the policy (LoRA if asked), the
-trainer, the sampler (the policy itself, or a vLLM server), the judge, the
-run's own copy of the reward file, and its rows in the run file. With
-``config.resume`` it reopens a stored run from its last checkpoint instead.
-See docs/architecture.md for where this sits in a step.
+``engine.start`` opens a run (new, resumed or forked) into a
+:class:`Session`; :func:`build_parts` builds its working parts from its
+options: the policy (LoRA if asked), the trainer, the sampler (the policy
+itself, or vLLM servers), the rollout and the judge. See
+docs/architecture.md for where this sits in a step.
 """
 
 from __future__ import annotations
 
 import functools
 import random
-import shutil
-import sys
-import time
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-import torch
 
 from rlab.engine.alerts import AlertThresholds
 from rlab.engine.config import RunConfig
-from rlab.engine.manifest import build_manifest
 from rlab.engine.policy.device import set_cpu_threads, training_options
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
-from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
 from rlab.engine.policy.vllm import VLLMBackend
 from rlab.engine.policy.vllm_launch import ServeSettings, ServerProcess, find_vllm_python, launch, lora_rank_limit
 from rlab.engine.policy.vllm_pool import VLLMPool, split_urls
 from rlab.engine.recorder import Pauses, Recorder, RunRef
-from rlab.engine.rewards.edit.timeline import resume_versions, reward_plan
 from rlab.engine.rewards.judge.ruler import RulerJudge
-from rlab.engine.rewards.rubric import Rubric, load_rubric
+from rlab.engine.rewards.rubric import Rubric
 from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
-from rlab.engine.rewards.signatures import log_reward_styles
 from rlab.engine.rollout.play import Rollout
-from rlab.engine.train.checkpoint import load_checkpoint, save_checkpoint
+from rlab.engine.settings import check_reference
+from rlab.engine.train.checkpoint import save_checkpoint
 from rlab.engine.train.retention import prune_checkpoints
 from rlab.engine.train.trainer import TrainConfig, Trainer
-from rlab.engine.train.warm_start import ensure_tiny_model
 from rlab.engine.success import SuccessRule
 from rlab.engine.types import Example, Scenario
-from rlab.scenarios import load_scenario
-from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.writer import StoreWriter
 
 
@@ -120,8 +109,11 @@ class Session:
     parts: policy, trainer, sampler, rollout, judge. rewards: the reward
     functions. recorder: the run's row and its bookkeeping at every step's
     end (success, storing, events, alerts, commands; ``engine.recorder``).
-    first_step: 1, or the step after the checkpoint a resumed run restarts
-    from. rng: draws each step's prompts (its state is checkpointed).
+    first_step: 1, or the step after the checkpoint a resumed (or forked) run
+    restarts from. rng: draws each step's prompts (its state is
+    checkpointed). settings_replays: after a resume, the setting changes of
+    the re-run steps, ``(step, changes)``, applied again at the steps they
+    were first made for (``engine.settings``).
     """
 
     config: RunConfig
@@ -131,6 +123,7 @@ class Session:
     recorder: Recorder
     first_step: int
     rng: random.Random
+    settings_replays: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -164,6 +157,22 @@ class Session:
         """This run's folder beside the run file."""
         return run_dir(self.config.db, self.name)
 
+    def use_settings(self, config: RunConfig) -> None:
+        """Run with ``config`` from the next step: the trainer's learning rate,
+        temperature and KL weight, the rollouts' settings, the alerts' thresholds.
+
+        Raises:
+            SettingsError: a KL weight above 0 for a run without a reference
+                model (it trains every weight and started with beta 0).
+        """
+        trainer = self.parts.trainer
+        check_reference(config.beta, has_reference=trainer.reference is not None or config.lora_rank > 0)
+        trainer.config = replace(trainer.config, lr=config.lr, temperature=config.temperature, beta=config.beta)
+        self.parts.rollout.config = config
+        self.recorder.retune(AlertThresholds.model_validate(config.alerts))
+        self.config = config
+        self.recorder.remedies["collapse"] = rewind_hint(self.name, config)
+
     def close(self) -> None:
         """Stop what the run started: its servers, its scoring process, its writer."""
         self.parts.close_servers()
@@ -171,13 +180,7 @@ class Session:
         self.writer.close()
 
 
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def _build(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts:
+def build_parts(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts:
     """Policy (with LoRA if asked), trainer, sampler (hf or vLLM), rollout and judge.
 
     Raises:
@@ -232,115 +235,21 @@ def _rollout_servers(config: RunConfig, model_dir: Path, policy: Policy) -> tupl
     return pool, server
 
 
-def start(config: RunConfig) -> Session:
-    """Open a new run (or resume one): model, rubric, store rows, trainer.
-
-    A new run's row is written only once its inputs have loaded (scenario,
-    model, reward file, success function): a start that fails leaves no run
-    behind that ``rlab runs`` or ``rlab watch`` would misread.
-
-    Raises:
-        rlab.scenarios.UnknownScenarioError, rlab.engine.policy.model.ModelLoadError,
-        OSError (unwritable DB path), rlab.engine.rewards.rubric.RubricError,
-        rlab.engine.success.SuccessError, ValueError (inconsistent options).
-    """
-    scenario = load_scenario(config.scenario, config.task)
-    if config.resume is not None:
-        return _resume(config, StoreWriter(config.db, enabled=config.store), config.resume)
-    config = config.with_run_defaults(scenario.run_defaults)
-    model_dir = resolve_model(config.model) if config.model is not None else ensure_tiny_model(scenario, seed=config.seed)
-    config = real_model_defaults(config, model_dir)
-    _seed_everything(config.seed)
-    parts = _build(config, scenario, model_dir)
-    try:
-        return _open_run(config, scenario, model_dir, parts)
-    except BaseException:
-        if parts.server is not None:
-            parts.server.stop()
-        raise
-
-
-def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:
-    """The new run's files and store rows, once its reward file and success function check out."""
-    name = config.name or f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    files = run_dir(config.db, name)
-    files.mkdir(parents=True, exist_ok=True)
-    reward_file = files / "rewards.py"
-    shutil.copyfile(scenario.reward_file, reward_file)
-    rubric = load_rubric(reward_file)  # the scenario's own file, trusted; edits run only in child processes
-    log_reward_styles(rubric)
-    success = SuccessRule.of(scenario, config)
-    success.check(rubric.weights, str(scenario.reward_file))
-    stored = config.model_dump(mode="json") | {"name": name, "reward_file": str(reward_file),
-                                               "model_dir": str(model_dir), "success": success.function,
-                                               "success_threshold": success.threshold,
-                                               "alerts_by": "engine"}  # the TUI shows its alert events
-    manifest = build_manifest(scenario=scenario, config=config,
-                              chat_template=parts.policy.tokenizer.chat_template,
-                              reward_source=rubric.source, success=success.label, model_dir=model_dir)
-    manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
-    writer = StoreWriter(config.db, enabled=config.store)
-    run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)
-    parts.with_events(writer, run_id)
-    writer.write_reward_version(run_id, 1, rubric.source, rubric.weights)
-    warning = success.warning(rubric.weights)
-    if warning is not None:
-        print(f"rlab: warning: {warning}", file=sys.stderr, flush=True)
-        writer.write_event(run_id, "warning", {"warning": warning}, step=0)
-    scoring = ScoringProcess()
-    return Session(config=config, scenario=scenario, parts=parts,
-                   rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring),
-                   recorder=recorder_of(config, RunRef(writer, run_id, name), success, rubric.weights),
-                   first_step=1, rng=random.Random(config.seed))
-
-
-def _resume(config: RunConfig, writer: StoreWriter, run: str) -> Session:
-    reader = StoreReader(config.db)
-    found = resolve_run(reader, run)
-    info = writer.resume_run(found["id"])
-    stored = info["config"]
-    saved = RunConfig.model_validate({k: v for k, v in stored.items() if k in RunConfig.model_fields})
-    merged = saved.model_copy(update={"max_steps": config.max_steps, "max_seconds": config.max_seconds,
-                                      "resume": config.resume, "db": config.db, "store": config.store})
-    scenario = load_scenario(merged.scenario, merged.task)
-    parts = _build(merged, scenario, Path(stored["model_dir"])).with_events(writer, found["id"])
-    rng = random.Random(merged.seed)
-    _seed_everything(merged.seed)  # a resume from before the first checkpoint starts as the run did
-    first_step = 1
-    if info["checkpoint"]:
-        resumed = load_checkpoint(info["checkpoint"]["path"], parts.policy.model, parts.trainer.optimizer)
-        rng.setstate(_as_rng_state(resumed.rng_state))
-        first_step = resumed.step + 1
-        if parts.vllm is not None:
-            parts.vllm.sync_policy(parts.policy.model, resumed.step, run_dir(merged.db, found["name"]) / "adapters")
-    reward_file = Path(stored["reward_file"])
-    # Stored (possibly user-edited) versions never run here: the scoring process loads them.
-    versions = {v["version"]: RubricVersion(v["source"], v["weights"], reward_file.name)
-                for v in reader.reward_versions(found["id"])}
-    version, replays = resume_versions(reward_plan(reader.events(found["id"])), first_step - 1)
-    rubric = versions.get(version) or load_rubric(reward_file)
-    scoring = ScoringProcess()
-    run_ref = RunRef(writer, found["id"], found["name"])
-    return Session(config=merged, scenario=scenario, parts=parts,
-                   rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring,
-                                      [(step, v, versions[v]) for step, v in replays if v in versions]),
-                   recorder=recorder_of(merged, run_ref, SuccessRule.of(scenario, merged), rubric.weights, version),
-                   first_step=first_step, rng=rng)
-
-
 def recorder_of(config: RunConfig, run: RunRef, success: SuccessRule, weights: dict[str, float],
                 version: int = 1) -> Recorder:
-    """The run's recorder: its ``--alert`` thresholds, its success rule and what pauses it."""
+    """The run's recorder: its ``--alert`` thresholds, its success rule, what pauses it,
+    and the rewind a collapse alert names."""
     pauses = Pauses(reward_error=config.pause_on_reward_error,
                     judge_failure=config.judge is not None and config.judge.on_failure == "pause")
-    return Recorder(run, success=success, weights=weights, version=version,
-                    thresholds=AlertThresholds.model_validate(config.alerts), pauses=pauses)
+    recorder = Recorder(run, success=success, weights=weights, version=version,
+                        thresholds=AlertThresholds.model_validate(config.alerts), pauses=pauses)
+    recorder.remedies["collapse"] = rewind_hint(run.name, config)
+    return recorder
 
 
-def _as_rng_state(state: list | tuple) -> tuple:
-    """``random.Random.setstate`` needs tuples; a checkpoint may hand back lists."""
-    version, internal, gauss = state
-    return version, tuple(internal), gauss
+def rewind_hint(name: str, config: RunConfig) -> str:
+    """The command that rewinds a collapsed run: its best checkpoint, a tenth of its learning rate."""
+    return (f"rewind: rlab fork {name}@best --name {name}-rewind --lr {config.lr / 10:g} --db {config.db}")
 
 
 def checkpoint(session: Session, step: int) -> Path:

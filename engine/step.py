@@ -25,7 +25,9 @@ from rlab.engine.recorder import StepRecord, say
 from rlab.engine.reporting import Reporter
 from rlab.engine.rewards.scoring import score
 from rlab.engine.rollout.play import HeldOut
-from rlab.engine.session import Session, checkpoint, start
+from rlab.engine.session import Session, checkpoint
+from rlab.engine.settings import BETWEEN_STEPS, SettingsError, changed, settings_metrics
+from rlab.engine.start import start
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.train.batch import to_batch
 from rlab.engine.train.guard import check_finite
@@ -83,7 +85,8 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         f"pass@1 = {recorder.success.label})")
     initial = evaluate(session)
     # the watch's best pass@1 starts from the starting policy's
-    reporter.log(session.first_step - 1, recorder.record(StepRecord(session.first_step - 1, [], initial.metrics())))
+    reporter.log(session.first_step - 1, recorder.record(StepRecord(session.first_step - 1, [], initial.metrics(),
+                                                                    held_out=initial.outcomes)))
     t_start = time.perf_counter()
 
     def running() -> float:  # seconds of training so far: wall time less pauses
@@ -96,13 +99,16 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     cycle_start = running()
     while not _budget_spent(cfg, step, running()):
         controller.poll(step)
-        controller.wait_while_paused(step, lambda: session.writer.heartbeat(session.run_id, step))
+        controller.wait_while_paused(step, lambda: _while_paused(session, step))
         if controller.stop:
             break
         if session.rewards.replays and session.rewards.replays[0][0] == step:
             replay_reward_edit(session, step)
         if controller.pending_rewards is not None:
             apply_reward_edit(session, step)
+        if session.settings_replays and session.settings_replays[0][0] == step:
+            replay_settings(session, step)
+        _apply_pending_settings(session, step)
         # Linear decay to lr_final_ratio over the budget, as TRL's default
         # (linear) schedule does over its steps; seconds count as budget too.
         # The warm-up keeps the fresh optimizer's first, sign-like Adam steps
@@ -112,6 +118,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         session.parts.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
         record = train_step(session, step)
         record.metrics["learning_rate"] = session.parts.trainer.learning_rate
+        record.metrics.update(settings_metrics(session.config, recorder.settings_version))
         evaluated = 0.0
         if step % cfg.eval_every == 0:
             t_eval = running()
@@ -120,6 +127,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
             evaluated = running() - t_eval
             eval_s += evaluated
             record.metrics.update(held_out.metrics())
+            record.held_out = held_out.outcomes
         # The step and the loop's own work (store writes, command polls, alerts,
         # checkpoints) since the last step's metrics went out; evals and pauses left out.
         record.metrics["time/cycle"] = running() - cycle_start - evaluated
@@ -209,6 +217,42 @@ def replay_reward_edit(session: Session, step: int) -> None:
     _, version, rubric = session.rewards.replays.pop(0)
     session.rewards.use(rubric)
     session.recorder.switch_rewards(step, version, rubric, from_step=step, replayed=True)
+
+
+def _while_paused(session: Session, step: int) -> None:
+    """A paused run's beat: its heartbeat, and setting changes at once (``rlab set`` on a
+    paused run answers, and the change holds when the run resumes)."""
+    session.writer.heartbeat(session.run_id, step)
+    _apply_pending_settings(session, step)
+
+
+def _apply_pending_settings(session: Session, step: int) -> None:
+    pending = session.recorder.controller.pending_settings
+    while pending:
+        apply_settings(session, step, *pending.pop(0))
+
+
+def apply_settings(session: Session, step: int, command_id: int, payload: dict) -> None:
+    """Apply a pending ``set_settings`` (``rlab set``) at this step boundary, or reject it
+    with the reason; checked again here (``engine.settings``), since the run may have
+    changed since ``rlab set`` checked it. A rejected change leaves every setting as it was."""
+    try:
+        config, changes = changed(session.config, payload.get("changes") or {}, BETWEEN_STEPS,
+                                  refusal=f"rlab set changes only: {', '.join(BETWEEN_STEPS)}")
+        session.use_settings(config)
+    except SettingsError as err:
+        session.recorder.reject_edit(command_id, step, str(err), what="settings")
+        return
+    session.recorder.switch_settings(step, changes, command_id=command_id)
+
+
+def replay_settings(session: Session, step: int) -> None:
+    """After a resume: make again the setting change this step was first made for
+    (``Session.settings_replays``), recorded as a replayed ``settings`` event."""
+    _, changes = session.settings_replays.pop(0)
+    config, _ = changed(session.config, changes, None, refusal="")
+    session.use_settings(config)
+    session.recorder.switch_settings(step, changes, replayed=True)
 
 
 def _budget_spent(config: RunConfig, step: int, elapsed_s: float) -> bool:

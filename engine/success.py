@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from rlab.engine.rewards.rubric import ScoreResult
+from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.types import Scenario
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -209,27 +210,48 @@ def read_rows(path: Path, key: str, where: str) -> list[dict[str, Any]]:
 
     datasets.disable_progress_bars()  # a run's log is for the run, not for a parser's progress
     try:
-        if path.is_dir():
-            data = datasets.load_from_disk(str(path))
-            if isinstance(data, datasets.DatasetDict):
-                split = key if key in data else None
-                if split is None:
-                    raise TaskError(f"{where}: {key} = {path} holds splits {sorted(data)}, none named {key!r}; "
-                                    "point at one split's folder")
-                data = data[split]
-            return data.to_list()
-        builder = DATA_FORMATS.get(path.suffix.lower())
-        if builder is None:
-            raise TaskError(f"{where}: {key} = {path.name}: unknown data format {path.suffix!r}; use "
-                            f"{', '.join(DATA_FORMATS)} or a datasets save_to_disk folder")
-        data = datasets.load_dataset(builder, data_files=str(path), split="train")
-        return data.to_list()
+        with _quiet_datasets():
+            return _load_rows(path, key, where)
     except TaskError:
         raise
     except StopIteration:  # datasets' JSON reader on an empty file
         raise TaskError(f"{where}: {key} = {path.name} has no rows; add some, or point {key} at another file") from None
     except (FileNotFoundError, ValueError, datasets.exceptions.DatasetGenerationError) as err:
         raise TaskError(f"{where}: {key} = {path.name}: {_parse_problem(err, path)}") from None
+
+
+@contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """``datasets`` logs nothing below CRITICAL while it reads: a file it cannot parse is one
+    TaskError with the parser's reason, and its own "Failed to load JSON from file ..." line on
+    stderr would come before that error line, and say less."""
+    from datasets.utils import logging as datasets_logging
+
+    previous = datasets_logging.get_verbosity()
+    datasets_logging.set_verbosity(datasets_logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets_logging.set_verbosity(previous)
+
+
+def _load_rows(path: Path, key: str, where: str) -> list[dict[str, Any]]:
+    """Rows of ``path`` as ``datasets`` reads them (:func:`read_rows` turns its errors into TaskError)."""
+    import datasets
+
+    if path.is_dir():
+        data = datasets.load_from_disk(str(path))
+        if isinstance(data, datasets.DatasetDict):
+            if key not in data:
+                raise TaskError(f"{where}: {key} = {path} holds splits {sorted(data)}, none named {key!r}; "
+                                "point at one split's folder")
+            data = data[key]
+        return data.to_list()
+    builder = DATA_FORMATS.get(path.suffix.lower())
+    if builder is None:
+        raise TaskError(f"{where}: {key} = {path.name}: unknown data format {path.suffix!r}; use "
+                        f"{', '.join(DATA_FORMATS)} or a datasets save_to_disk folder")
+    return datasets.load_dataset(builder, data_files=str(path), split="train").to_list()
 
 
 def _parse_problem(err: BaseException, path: Path) -> str:

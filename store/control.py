@@ -18,6 +18,7 @@ from pathlib import Path
 import sqlite_utils
 
 from rlab.store.db import open_db, write_transaction
+from rlab.store.reader import StoreReader
 from rlab.store.records import COMMAND_KINDS
 from rlab.store.rows import dumps, insert_row
 from rlab.store.secrets import scrub
@@ -33,6 +34,8 @@ def _check(kind: str, payload: dict | None) -> None:
             raise ValueError(
                 "set_rewards needs payload {'source': <rubric file text>, "
                 "'weights': {function name: weight}}")
+    if kind == "set_settings" and (not isinstance(payload, dict) or not isinstance(payload.get("changes"), dict)):
+        raise ValueError("set_settings needs payload {'changes': {setting: value}}")
 
 
 def _stored_payload(kind: str, payload: dict) -> dict:
@@ -46,7 +49,9 @@ def send_command(path_or_db: str | Path | sqlite_utils.Database, run_id: int, ki
 
     ``kind`` is one of ``COMMAND_KINDS``: ``pause``, ``resume``, ``step`` (run
     one step, then pause), ``stop``, ``set_rewards`` (payload ``source``: the
-    rubric file's text, ``weights``: function name -> weight). Payloads are
+    rubric file's text, ``weights``: function name -> weight),
+    ``set_settings`` (payload ``changes``: run setting -> value, checked by
+    the engine as ``rlab set`` checked them). Payloads are
     scrubbed of credentials, except ``set_rewards``: it is code the engine
     will run, and scrubbing by key name would turn the weight of a function
     named ``answer_key`` into "REDACTED". The engine scrubs it when it
@@ -74,12 +79,41 @@ def send_command(path_or_db: str | Path | sqlite_utils.Database, run_id: int, ki
             db.close()
 
 
+#: How long (seconds) to wait on a paused run: an engine that takes commands while
+#: paused (settings; a TRL run's reward edits) answers within it; ours answers a
+#: reward edit only at its next step.
+PAUSED_WAIT_S = 3.0
+
+#: Run statuses whose engine reads commands.
+LIVE_STATUSES = ("running", "paused")
+
+
+def wait_for_command(db: str | Path, run_id: int, command_id: int, wait_s: float) -> dict | None:
+    """The command row once the engine resolved it (``status`` applied or rejected,
+    ``message``), or None: not resolved within ``wait_s`` seconds while the run runs
+    (:data:`PAUSED_WAIT_S` while it is paused), or the run stopped."""
+    start = time.monotonic()
+    with StoreReader(db) as reader:
+        while True:
+            run = reader.run(run_id)
+            status = None if run is None else run["status"]
+            command = next((c for c in reader.commands(run_id) if c["id"] == command_id), None)
+            if command is not None and command["status"] != "pending":
+                return command
+            limit = wait_s if status == "running" else min(wait_s, PAUSED_WAIT_S)
+            if status not in LIVE_STATUSES or time.monotonic() - start >= limit:
+                return None
+            time.sleep(0.2)
+
+
 @dataclass
 class Controller:
     """Tracks pause/step/stop state for one run.
 
     ``pending_rewards`` holds the payload of the latest ``set_rewards``
-    command until the run loop applies it at the next step boundary.
+    command until the run loop applies it at the next step boundary;
+    ``pending_settings`` the ``set_settings`` commands not yet applied,
+    oldest first (each is a change of its own, applied in order).
     ``paused_seconds``: wall seconds spent waiting while paused (a run's
     seconds of training and its time budget leave them out).
     """
@@ -90,6 +124,7 @@ class Controller:
     stop: bool = False
     step_once: bool = False
     pending_rewards: tuple[int, dict] | None = None
+    pending_settings: list[tuple[int, dict]] = field(default_factory=list)
     poll_interval_s: float = 0.1
     paused_seconds: float = 0.0
     # A set_rewards command stays pending in the table until the step
@@ -109,6 +144,9 @@ class Controller:
             if self.pending_rewards is not None:
                 self.writer.resolve_command(self.pending_rewards[0], "rejected", "superseded by a newer edit")
             self.pending_rewards = (cid, command.get("payload") or {})
+            return
+        if kind == "set_settings":
+            self.pending_settings.append((cid, command.get("payload") or {}))
             return
         if kind not in COMMAND_KINDS:
             self.writer.resolve_command(cid, "rejected", f"unknown command {kind!r}; use one of {', '.join(COMMAND_KINDS)}")

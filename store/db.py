@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
-from rlab.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from rlab.store.migrations import MIGRATIONS, RUN_FILE_COLUMNS, RUN_FILE_TABLES, SCHEMA_VERSION
 
 BUSY_TIMEOUT_S = 10.0
 """How long (seconds) a statement waits for another process's write lock."""
@@ -36,6 +36,17 @@ def run_file_error(path: str | Path, err: BaseException) -> RunFileError:
     return RunFileError(
         f"{path} is not a readable Rollout Lab run file ({err}); pass --db with another file, "
         "or restore this one from a copy (move it away to start a new run file there)")
+
+
+def damaged_file_error(path: str | Path, problem: str) -> RunFileError:
+    """A :class:`RunFileError` for a run file whose pages are damaged
+    (``problem``: what SQLite found), naming how to recover what it holds."""
+    path = Path(path)
+    recovered = path.with_name(f"{path.stem}-recovered{path.suffix}")
+    return RunFileError(
+        f"{path} is damaged: database disk image is malformed ({problem}); restore it from a copy, or salvage "
+        f"what it still holds with `sqlite3 {path} .recover | sqlite3 {recovered}` (sqlite.org's sqlite3 tool: "
+        f"Debian's and Ubuntu's lack .recover) and pass --db {recovered}")
 
 
 def connect(path: str | Path, *, read_only: bool = False) -> sqlite3.Connection:
@@ -76,13 +87,14 @@ def check_run_file(path: str | Path, *, writable: bool) -> None:
 
     A missing file passes when ``writable`` (a run creates it) if its folder
     takes a new file; an existing one must be an SQLite file of a schema this
-    code reads, not another application's (:func:`refuse_foreign`), and not
-    shorter than its header says (a truncated copy); with ``writable`` its
-    pages must pass ``PRAGMA quick_check``. Writes nothing.
+    code reads, not another application's (:func:`refuse_foreign`), not
+    shorter than its header says (a truncated copy), and its pages must pass
+    ``PRAGMA quick_check`` (a quarter of a second for 200 MB). Writes nothing.
 
     Raises:
         RunFileError: not an SQLite file, another application's, truncated,
-            damaged, unreadable, or the folder takes no new file.
+            damaged (the message names the damage and how to recover what
+            the file holds), unreadable, or the folder takes no new file.
         SchemaVersionError: the file is newer than this code.
         FileNotFoundError: no file and not ``writable``.
     """
@@ -103,13 +115,16 @@ def check_run_file(path: str | Path, *, writable: bool) -> None:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             refuse_foreign(conn, path)
-            if writable:  # a run appends to it: damaged pages must stop it now, not mid-run
-                problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
-                if problems != ["ok"]:
-                    raise sqlite3.DatabaseError(f"database disk image is malformed ({'; '.join(problems)})")
+            # Damaged pages stop a run now, not mid-run, and a reader before it shows a traceback.
+            problems = [line for row in conn.execute("PRAGMA quick_check(3)") for line in row[0].splitlines()
+                        if not line.startswith("*** ")]
+            if problems != ["ok"]:
+                raise damaged_file_error(path, problems[0])
         finally:
             conn.close()
     except (sqlite3.DatabaseError, OSError) as err:
+        if getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_CORRUPT:
+            raise damaged_file_error(path, str(err)) from None
         raise run_file_error(path, err) from None
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(f"{path} has schema v{version}, newer than this Rollout Lab "
@@ -197,23 +212,38 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
 
 
 def refuse_foreign(db: sqlite_utils.Database | sqlite3.Connection, path: Path) -> None:
-    """Refuse, before anything is written, an SQLite file another application made:
-    schema version 0 with tables, none of them ours (a run file at version 0
-    is empty). Migrating it would add our tables to their file and switch it
-    to WAL.
+    """Refuse, before anything is written, an SQLite file another application made.
+
+    A run file is empty at schema version 0 (``PRAGMA user_version``) and
+    from version 1 on holds the first schema's tables
+    (``migrations.RUN_FILE_TABLES``, ``runs`` with its columns); any other
+    file is another application's, whatever its tables or version. Opening
+    it as ours would switch it to WAL and migrate it.
 
     Raises:
-        RunFileError: the file holds tables but is no run file.
+        RunFileError: the file is no run file (the message says what it holds).
     """
     conn = db.conn if isinstance(db, sqlite_utils.Database) else db
-    if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if _is_run_file(conn, version):
         return
     tables = [row[0] for row in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
-    if tables and "runs" not in tables:
-        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
-        raise RunFileError(f"{path} is an SQLite file of another application (tables: {shown}), not a "
-                           "Rollout Lab run file; it was left as it is: pass another --db")
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+    held = [f"tables: {', '.join(tables[:5])}{', ...' if len(tables) > 5 else ''}"] if tables else []
+    held += [f"user_version {version}"] if version else []
+    shown = f" ({'; '.join(held)})" if held else ""
+    raise RunFileError(f"{path} is an SQLite file of another application{shown}, not a Rollout Lab run "
+                       "file; it was left as it is: pass another --db")
+
+
+def _is_run_file(conn: sqlite3.Connection, version: int) -> bool:
+    """Empty at version 0; the first schema's tables, ``runs`` with its columns, from version 1 on."""
+    objects = conn.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall()
+    if version == 0:
+        return not objects
+    tables = {name for kind, name in objects if kind == "table"}
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    return set(RUN_FILE_TABLES) <= tables and set(RUN_FILE_COLUMNS) <= columns
 
 
 def _switch_to_wal(db: sqlite_utils.Database) -> None:

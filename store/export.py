@@ -8,7 +8,7 @@ import math
 import sqlite3
 from pathlib import Path
 
-from rlab.store.db import connect
+from rlab.store.db import check_run_file, connect
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.store.reader import StoreReader, passed_sql, resolve_run
 from rlab.store.rows import RunRow, RunSummaryRow
@@ -17,12 +17,13 @@ from rlab.store.secrets import scrub, scrub_text, secret_env_values
 RESULT_FIELDS = (
     "trajectory_id", "step", "group_id", "example_id", "prompt", "completion", "reward",
     "components", "details", "parse_status", "advantage", "reward_version", "judge_score",
-    "truncated", "completion_tokens", "success",
+    "truncated", "completion_tokens", "success", "judge_status", "judge_error",
 )
 _RESULTS_SQL = (
     "SELECT t.id, t.step, t.group_id, g.example_id, g.prompt, t.completion, t.reward, "
     "t.components, t.details, t.parse_status, t.advantage, t.reward_version, t.judge_score, "
-    't.truncated, t.completion_tokens, t.success FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+    "t.truncated, t.completion_tokens, t.success, g.judge_status, g.judge_error "
+    'FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
     "WHERE t.run_id = ? AND g.superseded = 0 ORDER BY t.id"
 )
 _PER_STEP_SQL = (
@@ -44,7 +45,10 @@ def list_runs(db_path: str | Path) -> list[RunSummaryRow]:
 
     Raises:
         FileNotFoundError: no file at ``db_path``.
+        RunFileError: the file is damaged (where the runs table is intact,
+            a list would pass a damaged file for a sound one), or no run file.
     """
+    check_run_file(db_path, writable=False)
     with StoreReader(db_path) as reader:
         return reader.runs()
 
@@ -55,6 +59,9 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
     - ``results.jsonl``: one JSON object per trajectory (superseded ones
       left out), in write order, with the keys of ``RESULT_FIELDS`` and
       ``error`` (why scoring failed, with ``reward`` null; else null).
+      ``judge_status`` and ``judge_error`` are its group's: ``"failed"``
+      marks a reward without the judge's share (the verifier's alone),
+      ``"ok"`` a judged one, null a group no judge ranked.
     - ``summary.json``: the run's kind; ``n``, ``pass_at_1`` and
       ``mean_reward`` (a training run: trajectories, last held-out pass@1,
       mean reward; an eval or select run: its stored summary, with
@@ -73,7 +80,9 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
     Raises:
         FileNotFoundError: no file at ``db_path``.
         KeyError: no such run.
+        RunFileError: the file is damaged (found before anything is written), or no run file.
     """
+    check_run_file(db_path, writable=False)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with StoreReader(db_path) as reader:

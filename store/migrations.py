@@ -15,7 +15,8 @@ run and step; version 5 keeps each group's dataset example; version 6 gives
 runs a kind (train / eval / select) and the summary of an eval or select run;
 version 8 records each judge call's response mode and attempts; version 9
 each turn's environment reward; version 10 each trajectory's success and
-each step's success rate and held-out mean reward.
+each step's success rate and held-out mean reward; version 11 a fork's
+parent run and fork step.
 
 Units: every ``*_at`` column is Unix time in seconds (REAL); ``*_tokens``
 columns count tokens; ``latency_s`` and ``step_seconds`` are seconds. JSON
@@ -98,6 +99,11 @@ V1 = [
     )""",
     "CREATE INDEX commands_run_status ON commands(run_id, status)",
 ]
+
+RUN_FILE_TABLES = ("runs", "steps", "groups", "trajectories", "events", "commands")
+"""The tables every run file holds from schema version 1 on (V1 makes them; later migrations only add):
+with ``runs``' columns of V1 (:data:`RUN_FILE_COLUMNS`), what tells our file from another application's."""
+RUN_FILE_COLUMNS = ("id", "name", "scenario", "config", "status", "created_at")
 
 V2 = [
     # runs: manifest, crash detection (pid on host, heartbeat), progress.
@@ -262,5 +268,14 @@ V10 = [
     "grad_norm, step_seconds, eval_pass_at_1, judge_tau, success_rate, eval_reward)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10]
+V11 = [
+    # A fork (`rlab fork RUN@STEP`) is a run started from another run's
+    # checkpoint: its parent and the step it forked at, so `rlab runs` draws
+    # the tree and a checkpoint a fork started from is never pruned.
+    "ALTER TABLE runs ADD COLUMN parent_id INTEGER REFERENCES runs(id)",
+    "ALTER TABLE runs ADD COLUMN fork_step INTEGER",
+    "CREATE INDEX runs_parent ON runs(parent_id, fork_step)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11]
 SCHEMA_VERSION = len(MIGRATIONS)

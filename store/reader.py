@@ -119,14 +119,15 @@ class StoreReader:
     def runs(self) -> list[RunSummaryRow]:
         """All runs, oldest first: the run columns except config/manifest/summary,
         plus ``steps`` (training steps stored: step 0, the evaluation before
-        training or an eval/select run's measurement, is not one),
+        training or an eval/select run's measurement, is not one, nor is a
+        fork's evaluation at its fork step),
         ``final_pass_at_1`` (the last ``eval/pass_at_1`` written, or None),
         ``alerts`` (alert events) and ``last_alert`` (``"kind at step N"`` of
         the newest, or None)."""
         return cast(list[RunSummaryRow], [_as_seen(row) for row in self._all(
             "SELECT r.id, r.name, r.kind, r.scenario, r.status, r.pid, r.host, r.created_at, "
-            "r.ended_at, r.heartbeat_at, r.last_step, r.reward_file, "
-            "(SELECT COUNT(*) FROM steps s WHERE s.run_id = r.id AND s.step > 0) AS steps, "
+            "r.ended_at, r.heartbeat_at, r.last_step, r.reward_file, r.parent_id, r.fork_step, "
+            "(SELECT COUNT(*) FROM steps s WHERE s.run_id = r.id AND s.step > COALESCE(r.fork_step, 0)) AS steps, "
             "(SELECT s.eval_pass_at_1 FROM steps s WHERE s.run_id = r.id "
             " AND s.eval_pass_at_1 IS NOT NULL ORDER BY s.step DESC LIMIT 1) AS final_pass_at_1, "
             "(SELECT COUNT(*) FROM events e WHERE e.run_id = r.id AND e.kind = 'alert') AS alerts, "
@@ -343,8 +344,10 @@ class StoreReader:
                          [run_id, limit])
 
     def checkpoints(self, run_id: int) -> list[dict]:
-        """Checkpoints of the run by step: ``{"id", "step", "path", ...}``."""
-        return self._all("SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step, id",
+        """Checkpoints of the run by step: ``{"id", "step", "path", "created_at", "eval"}``,
+        ``eval`` the held-out ``eval/pass_at_1`` stored for that step (None: no eval then)."""
+        return self._all("SELECT c.*, s.eval_pass_at_1 AS eval FROM checkpoints c LEFT JOIN steps s "
+                         "ON s.run_id = c.run_id AND s.step = c.step WHERE c.run_id = ? ORDER BY c.step, c.id",
                          [run_id])
 
     def commands(self, run_id: int) -> list[dict]:

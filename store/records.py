@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,16 +16,33 @@ RUN_STATUSES = ("running", "paused", "finished", "failed", "crashed", "stopped")
 
 TERMINAL_STATUSES = ("finished", "failed", "crashed", "stopped")
 
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""What a run name may be: it names the run's folder under rlab_runs/ (no path, nothing hidden)."""
+
+
+def check_run_name(name: str) -> str:
+    """``name``, if it may name a run (:data:`RUN_NAME`), for every path that names one
+    (``rlab run``, ``rlab import``).
+
+    Raises:
+        ValueError: it may not; the message gives the rule.
+    """
+    if not RUN_NAME.fullmatch(name):
+        raise ValueError("a run name names its folder under rlab_runs/: use 1-100 letters, digits, '.', "
+                         "'_' or '-', starting with a letter or digit")
+    return name
+
+
 RUN_KINDS = ("train", "eval", "select")
 """Values of ``runs.kind``: loop C (training), loop A (evaluation), loop B (selection)."""
 
 EVENT_KINDS = (
     "pause", "resume", "reward_edit", "alert", "error", "eval", "judge_failed", "checkpoint",
-    "server_dropped", "warning", "stop",
+    "server_dropped", "warning", "stop", "fork", "settings",
 )
 """Values of ``events.kind``."""
 
-COMMAND_KINDS = ("pause", "resume", "step", "stop", "set_rewards")
+COMMAND_KINDS = ("pause", "resume", "step", "stop", "set_rewards", "set_settings")
 """Values of ``commands.kind`` (the TUI -> engine control channel)."""
 
 COMMAND_STATUSES = ("pending", "applied", "rejected")

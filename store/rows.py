@@ -106,6 +106,8 @@ class _RunColumns(TypedDict):
     heartbeat_at: float | None
     last_step: int | None
     reward_file: str | None
+    parent_id: int | None
+    fork_step: int | None
 
 
 class RunRow(_RunColumns):

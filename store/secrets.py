@@ -109,6 +109,58 @@ def scrub(value: Any, secrets: list[str] | None = None) -> Any:
     return value
 
 
+#: Characters a :class:`StreamScrubber` holds back of a line that has not ended:
+#: more than any key-shaped string is long (a Bearer JWT runs to a few KB).
+KEY_HOLD_CHARS = 4096
+
+
+class StreamScrubber:
+    """Scrubs text that arrives in pieces (a child's output, read 8 KB at a
+    time), where one credential may be split between two pieces and neither
+    piece holds it whole.
+
+    :meth:`feed` returns, scrubbed, the text up to the last line break and
+    holds the line in progress back (a key may still be arriving); of a line
+    longer than ``KEY_HOLD_CHARS`` (and the longest secret) it returns all
+    but that many characters, never cutting through a secret. When a secret
+    value spans lines, whole lines are held back in the same way.
+    :meth:`close` returns what is held, scrubbed.
+
+    Args:
+        secrets: secret values (default: ``secret_env_values()`` now).
+    """
+
+    def __init__(self, secrets: list[str] | None = None) -> None:
+        self.secrets = secret_env_values() if secrets is None else secrets
+        self._hold = max([KEY_HOLD_CHARS, *map(len, self.secrets)])
+        self._by_line = not any("\n" in secret for secret in self.secrets)
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """The text now safe to pass on, scrubbed (possibly ``""``)."""
+        text = self._held + text
+        line_end = text.rfind("\n") + 1 if self._by_line else 0
+        cut = max(line_end, len(text) - self._hold)
+        # Never cut through a secret: its halves would pass scrubbing as two harmless pieces. The held
+        # part stays raw: scrubbed now, a key still arriving would be redacted to its first 16 characters.
+        cut = min([cut, *(start for start, end in _secret_spans(text, self.secrets) if start < cut < end)])
+        self._held = text[cut:]
+        return scrub_text(text[:cut], self.secrets)
+
+    def close(self) -> str:
+        """The text held back, scrubbed: the stream has ended."""
+        held, self._held = self._held, ""
+        return scrub_text(held, self.secrets)
+
+
+def _secret_spans(text: str, secrets: list[str]) -> list[tuple[int, int]]:
+    """(start, end) of every secret value and key-shaped string in ``text``."""
+    spans = [(m.start(), m.start() + len(secret)) for secret in secrets for m in re.finditer(re.escape(secret), text)]
+    if any(marker in text for marker in _KEY_MARKERS):
+        spans += [m.span() for m in _KEY_SHAPED.finditer(text)]
+    return spans
+
+
 class ScrubbingStream(io.TextIOBase):
     """A text stream that scrubs credentials from what is written to it,
     then passes it on to ``target`` (a process's stdout or stderr).

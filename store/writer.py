@@ -14,6 +14,7 @@ from typing import Any, Callable
 import sqlite_utils
 
 from rlab.store.db import open_db, run_owner_alive, write_transaction
+from rlab.store.limits import TEXT_CHARS, cap_details, cap_strings, cap_text
 from rlab.store.records import (
     COMMAND_STATUSES,
     EVENT_KINDS,
@@ -98,6 +99,18 @@ def _json(value: Any, what: str, secrets: list[str]) -> str:
     return dumps(scrub(value, secrets), what) if needs_scrub(text, secrets) else text
 
 
+def _error(value: str | None, secrets: list[str]) -> str | None:
+    """An error text as stored: scrubbed, then capped (``store.limits``). Scrubbed first, so
+    a cut never leaves the first part of a key that scrubbing would no longer know."""
+    return None if value is None else cap_text(_text(value, secrets))
+
+
+def _details(details: dict, secrets: list[str]) -> str:
+    """A trajectory's details as stored: scrubbed, then capped (``store.limits``)."""
+    text = _json(details, "details", secrets)
+    return text if len(text) <= TEXT_CHARS else dumps(cap_details(json.loads(text)), "details")
+
+
 def _metric(name: str, value: Any) -> float | None:
     """A hot metric as a float, or None when missing or not finite."""
     if value is None:
@@ -120,7 +133,8 @@ class StoreWriter:
     cheap no-op returning None (``poll_commands`` returns ``[]``), so the
     store's overhead on the engine can be measured. Config, manifest, event
     and command payloads, judge call text and rubric sources go through
-    ``store.secrets.scrub`` before they are written.
+    ``store.secrets.scrub`` before they are written; error texts, details and
+    the strings of event payloads are then capped (``store.limits``).
 
     Resume semantics (``resume_run``): rows are never deleted. Groups of steps
     after the last checkpoint are flagged ``superseded = 1`` (readers and the
@@ -178,16 +192,50 @@ class StoreWriter:
                 f"a run named {name!r} already exists in {self.path}; choose another "
                 "--name, or continue it with --resume"
             )
-        now = time.time()
         with write_transaction(self.database):
-            return insert_row(self.database,
-                "INSERT INTO runs (name, scenario, config, manifest, status, pid, host, "
-                "created_at, heartbeat_at, reward_file, kind) "
-                "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                [name, scenario, dumps(scrub(config), "config"), dumps(scrub(manifest), "manifest"),
-                 os.getpid(), socket.gethostname(), now, now,
-                 None if reward_file is None else str(reward_file), kind],
-            )
+            return self._insert_run(name, scenario, config, manifest, reward_file, kind)
+
+    def _insert_run(self, name: str, scenario: str, config: dict, manifest: dict, reward_file: str | Path | None,
+                    kind: str, parent: tuple[int, int] | None = None) -> int:
+        now = time.time()
+        return insert_row(self.database,
+            "INSERT INTO runs (name, scenario, config, manifest, status, pid, host, "
+            "created_at, heartbeat_at, reward_file, kind, parent_id, fork_step, last_step) "
+            "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [name, scenario, dumps(scrub(config), "config"), dumps(scrub(manifest), "manifest"),
+             os.getpid(), socket.gethostname(), now, now,
+             None if reward_file is None else str(reward_file), kind, *(parent or (None, None)),
+             None if parent is None else parent[1]],
+        )
+
+    @_noop_when_disabled()
+    def start_fork(self, name: str, scenario: str, config: dict, manifest: dict, *, reward_file: str | Path,
+                   parent_id: int, step: int, reward_versions: list[tuple[int, str, dict[str, float]]]) -> int:
+        """Create a fork of run ``parent_id`` at its checkpoint of step ``step``; return its id.
+
+        One transaction, so a process killed meanwhile leaves no half-made
+        run: the run row (status ``running``, ``parent_id``, ``fork_step``,
+        ``last_step`` = ``step``), its reward versions ``(version, source,
+        weights)`` (the parent's, up to the one in force, then a new file's)
+        and a ``fork`` event with ``config["fork"]`` (the lineage). While the
+        fork exists, the parent's checkpoint is never pruned (:meth:`checkpoints`).
+
+        Raises:
+            ValueError: a run called ``name`` already exists, or the parent
+                has no checkpoint at ``step`` (pruned meanwhile).
+        """
+        with write_transaction(self.database):
+            if self.database.execute("SELECT 1 FROM runs WHERE name = ?", [name]).fetchone():
+                raise ValueError(f"a run named {name!r} already exists in {self.path}; choose another --name")
+            if self.database.execute("SELECT 1 FROM checkpoints WHERE run_id = ? AND step = ?",
+                                     [parent_id, step]).fetchone() is None:
+                raise ValueError(f"the parent run has no checkpoint of step {step} any more (its "
+                                 "--keep-checkpoints pruned it while the fork started); fork from another step")
+            run_id = self._insert_run(name, scenario, config, manifest, reward_file, "train", (parent_id, step))
+            for version, source, weights in reward_versions:
+                self.write_reward_version(run_id, version, source, weights)
+            self._event(run_id, "fork", config.get("fork") or {}, step, time.time())
+            return run_id
 
     @_noop_when_disabled()
     def resume_run(self, run_id: int) -> dict:
@@ -257,7 +305,7 @@ class StoreWriter:
         group_id = insert_row(conn, _INSERT_GROUP, (
             run_id, step, group.index, _text(group.example_id, secrets), _text(group.prompt, secrets),
             _text(_state_key(group.initial_state_key), secrets), group.judge_status,
-            _text(group.judge_error, secrets),
+            _error(group.judge_error, secrets),
             None if group.example is None else _json(group.example, "example", secrets),
         ))
         rows = [self._trajectory_row(run_id, step, group_id, t, secrets) for t in group.trajectories]
@@ -281,7 +329,7 @@ class StoreWriter:
         return (
             group_id, run_id, step, t.index, _json(t.messages, "messages", secrets),
             _text(t.completion, secrets), t.prompt_tokens, t.completion_tokens, t.reward,
-            _json(t.components, "components", secrets), _json(t.details, "details", secrets),
+            _json(t.components, "components", secrets), _details(t.details, secrets),
             _text(_parse_status(t.details), secrets), t.advantage, t.reward_version,
             t.judge_score, t.judge_rank, _text(t.judge_explanation, secrets), int(t.truncated),
             None if t.success is None else int(t.success),
@@ -341,7 +389,7 @@ class StoreWriter:
             raise ValueError(f"unknown event kind {kind!r}; use one of {', '.join(EVENT_KINDS)}")
         return insert_row(self.database,
             "INSERT INTO events (run_id, step, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-            [run_id, step, kind, dumps(scrub(payload or {}), "event payload"), now],
+            [run_id, step, kind, dumps(cap_strings(scrub(payload or {})), "event payload"), now],
         )
 
     @_noop_when_disabled()
@@ -359,10 +407,12 @@ class StoreWriter:
     @_noop_when_disabled(list)
     def checkpoints(self, run_id: int) -> list[dict]:
         """The run's recorded checkpoints by step: ``{"id", "step", "path",
-        "eval"}``, ``eval`` being the held-out ``eval/pass_at_1`` stored for
-        that step (None when that step had no eval)."""
+        "eval", "forked"}``, ``eval`` being the held-out ``eval/pass_at_1``
+        stored for that step (None when that step had no eval), ``forked``
+        whether a fork started from it (1 or 0)."""
         return fetch_dicts(self.database.execute(
-            "SELECT c.id, c.step, c.path, s.eval_pass_at_1 AS eval FROM checkpoints c "
+            "SELECT c.id, c.step, c.path, s.eval_pass_at_1 AS eval, EXISTS (SELECT 1 FROM runs f "
+            "WHERE f.parent_id = c.run_id AND f.fork_step = c.step) AS forked FROM checkpoints c "
             "LEFT JOIN steps s ON s.run_id = c.run_id AND s.step = c.step "
             "WHERE c.run_id = ? ORDER BY c.step, c.id", [run_id]))
 
@@ -415,7 +465,8 @@ class StoreWriter:
                          response_mode: str | None = None, attempts: int | None = None) -> int:
         """Record one judge request (latency in seconds, cost in US dollars,
         ``response_mode`` json_schema / prompt / cache, ``attempts`` HTTP
-        requests); return its id. Text fields are scrubbed of credentials."""
+        requests); return its id. Text fields are scrubbed of credentials, ``error`` capped
+        (``store.limits``)."""
         with write_transaction(self.database):
             return insert_row(self.database,
                 "INSERT INTO judge_calls (run_id, group_id, step, request_hash, model, "
@@ -423,8 +474,8 @@ class StoreWriter:
                 "response_mode, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, group_id, step, request_hash, scrub_text(model),
                  None if raw_response is None else scrub_text(raw_response), latency_s,
-                 prompt_tokens, completion_tokens, cost_usd,
-                 None if error is None else scrub_text(error), response_mode, attempts, time.time()])
+                 prompt_tokens, completion_tokens, cost_usd, _error(error, secret_env_values()), response_mode,
+                 attempts, time.time()])
 
     @_noop_when_disabled()
     def write_summary(self, run_id: int, summary: dict[str, Any]) -> None:
@@ -487,7 +538,7 @@ class StoreWriter:
             updated = self.database.execute(
                 "UPDATE commands SET status = ?, message = ?, resolved_at = ?, payload = ? "
                 "WHERE id = ? AND status = 'pending'",
-                [status, None if message is None else scrub_text(message), time.time(), payload,
+                [status, _error(message, secret_env_values()), time.time(), payload,
                  command_id]).rowcount
         if not updated:
             raise ValueError(f"no pending command with id {command_id}")

@@ -417,6 +417,35 @@ def test_another_applications_sqlite_file_is_left_untouched(tmp_path, raw_tiny_m
     conn.close()
 
 
+@pytest.mark.parametrize("schema, shown", [
+    ("CREATE TABLE runs (id INTEGER PRIMARY KEY, who TEXT)", "(tables: runs)"),
+    ("CREATE TABLE contacts (name TEXT); PRAGMA user_version = 3", "(tables: contacts; user_version 3)"),
+    ("CREATE TABLE contacts (name TEXT); PRAGMA user_version = 99", "(tables: contacts; user_version 99)"),
+    ("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT, scenario TEXT, config TEXT, status TEXT, "
+     "created_at REAL); CREATE TABLE steps (id INTEGER); PRAGMA user_version = 2", "(tables: runs, steps; "),
+])
+def test_a_file_with_a_runs_table_or_a_schema_version_of_its_own_is_no_run_file(
+        tmp_path, monkeypatch, capsys, raw_tiny_model_dir, schema, shown):
+    """Issue 40: a ``runs`` table, or any user_version, let another application's file through:
+    ``rlab runs`` switched it to WAL ("copy it somewhere writable so it can be upgraded"), and
+    ``rlab run`` failed half-way with "table runs already exists"."""
+    db = tmp_path / "app.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(schema)
+    conn.close()
+    before = files(tmp_path)
+    monkeypatch.setattr("rlab.tui.app.RolloutLabApp.run", lambda self: pytest.fail("the TUI opened"))
+    for argv in (["runs", "--db", str(db)], ["watch", "--db", str(db)],
+                 ["run", "--headless", *tiny(raw_tiny_model_dir, db)]):
+        assert main(*argv) == 2, argv
+        one_error_line(capsys.readouterr().err, f"{db} is an SQLite file of another application {shown}",
+                       "not a Rollout Lab run file", "left as it is", "another --db")
+    assert files(tmp_path) == before and not list(tmp_path.glob("app.db-*"))
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+
+
 def test_a_run_is_not_appended_to_a_file_with_damaged_pages(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "runs.db"
     build_small_db(db)
@@ -432,6 +461,30 @@ def test_a_run_is_not_appended_to_a_file_with_damaged_pages(tmp_path, raw_tiny_m
     result = rlab("run", "--headless", *tiny(raw_tiny_model_dir, db), cwd=tmp_path, timeout=120)
     assert result.returncode == 2, result.stderr
     one_error_line(result.stderr, str(db), "malformed")
+    assert files(tmp_path) == before
+
+
+def test_a_file_damaged_mid_page_is_one_line_naming_the_damage_and_the_recovery(tmp_path, monkeypatch, capsys):
+    """Issue 40: scribbled over inside a page of trajectories (the header and the runs table intact),
+    the file was listed by ``rlab runs`` as a normal finished run and ``rlab watch`` showed a
+    DatabaseError traceback."""
+    db = tmp_path / "runs.db"
+    build_small_db(db)
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size, pages = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count"))
+    conn.close()
+    with db.open("r+b") as handle:  # the middle of the last page: trajectories' rows
+        handle.seek(page_size * (pages - 1) + page_size // 2)
+        handle.write(b"\xff" * (page_size // 4))
+    before = files(tmp_path)
+    monkeypatch.setattr("rlab.tui.app.RolloutLabApp.run", lambda self: pytest.fail("the TUI opened"))
+    for argv in (["runs", "--db", str(db)], ["runs", "--db", str(db), "--json"], ["watch", "--db", str(db)],
+                 ["export", "demo", "--out", str(tmp_path / "out"), "--db", str(db)]):
+        assert main(*argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert out == ""
+        one_error_line(err, f"{db} is damaged", "malformed", f"sqlite3 {db} .recover", "restore it from a copy")
     assert files(tmp_path) == before
 
 

@@ -267,3 +267,15 @@ def test_real_inspect_log_imports(tmp_path):
     assert all(r["judge_explanation"] is None for r in rows)  # rule scorers echo the answer
     with StoreReader(db) as reader:
         assert reader.step_metrics(summary.run_id)[0]["includes/accuracy"] == 0.5
+
+
+@pytest.mark.parametrize("name", ["../../x", ".hidden", "a/b", "", "x" * 101])
+def test_an_imported_run_takes_the_run_name_rule_of_rlab_run(tmp_path, capsys, name):
+    """Issue 40: ``rlab import --name ../../x`` skipped the rule; a resume then failed with
+    "rlab: error: model_dir". A run name names its folder under rlab_runs/."""
+    db = tmp_path / "r.db"
+    assert main(["import", str(FIXTURES / "verl"), "--db", str(db), "--name", name]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rlab: error: --name {name}: ")
+    assert "letters, digits, '.', '_' or '-'" in lines[0]
+    assert not db.exists()

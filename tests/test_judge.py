@@ -5,7 +5,8 @@ import json
 import pytest
 from judge_server import ChatCompletionsServer, Reply, scores_json
 
-from rlab.engine.rewards.judge.ruler import DEFAULT_RUBRIC, RulerJudge, build_judge_messages
+from rlab.engine.rewards.judge.prompt import DEFAULT_RUBRIC, build_judge_messages
+from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.judge.cache import request_hash
 
 SYSTEM = {"role": "system", "content": "You answer customer emails for Northwind Home."}
@@ -321,7 +322,7 @@ def test_call_fields_match_the_store_writer(tmp_path):
 
 
 async def test_the_schema_pins_the_group_and_max_tokens_bounds_the_answer(tmp_path):
-    from rlab.engine.rewards.judge.ruler import EXPLANATION_MAX_CHARS, answer_token_budget
+    from rlab.engine.rewards.judge.answer import EXPLANATION_MAX_CHARS, answer_token_budget
 
     result, server = await judge_once([Reply(content=scores_json({"1": 1, "2": 0, "3": 0.5}))], tmp_path)
     (body,) = server.requests

@@ -4,16 +4,14 @@ import json
 
 import pytest
 
-from rlab.engine.rewards.judge.ruler import (
+from rlab.engine.rewards.judge.answer import (
     JudgeAnswerError,
-    JudgeResult,
-    build_judge_messages,
     extract_json_object,
     normalize_scores,
     parse_answer,
-    shared_prefix_length,
-    validate_trajectories,
 )
+from rlab.engine.rewards.judge.prompt import build_judge_messages, shared_prefix_length, validate_trajectories
+from rlab.engine.rewards.judge.ruler import JudgeResult
 
 S = {"role": "system", "content": "s"}
 U = {"role": "user", "content": "u"}

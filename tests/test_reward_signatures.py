@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlab.engine.rewards.rubric import RubricError, load_rubric
+from rlab.engine.rewards.rubric import load_rubric
+from rlab.engine.rewards.rubric_errors import RubricError
 from rlab.engine.rewards.signatures import COMPLETION_IDS_KEY, detect_style, style_of, styles_in_source
 
 EXAMPLE = {"id": "q7", "prompt": "2+2=", "answer": "4", "level": 3}

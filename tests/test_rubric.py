@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rlab.engine.rewards.rubric import RubricError, literal_weights, load_rubric, replace_weights
+from rlab.engine.rewards.rubric import load_rubric
+from rlab.engine.rewards.rubric_errors import RubricError
+from rlab.engine.rewards.weights_source import literal_weights, replace_weights
 
 ARITHMETIC = Path(__file__).resolve().parents[1] / "scenarios" / "arithmetic" / "rewards.py"
 EXAMPLE = {"id": "e1", "prompt": "What is 2 + 3?", "answer": 5}

@@ -15,7 +15,8 @@ import pytest
 
 from rlab.engine.rewards.child import LOG_BUDGET_BYTES
 from rlab.engine.rewards.edit.check import validate
-from rlab.engine.rewards.rubric import ScoreResult, load_rubric
+from rlab.engine.rewards.rubric import load_rubric
+from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
 from rlab.engine.success import SuccessRule
 
@@ -134,7 +135,7 @@ def test_what_reward_code_prints_reaches_the_log_bounded_and_scrubbed(monkeypatc
     assert pid is not None
     logged = capfd.readouterr().err
     assert len(logged) < LOG_BUDGET_BYTES + 1000  # 8 MB printed, at most the budget logged
-    assert "more bytes; not logged" in logged
+    assert "the rest is not logged" in logged
     assert "sk-test-0123456789abcdefghijklmn" not in logged
 
 
@@ -148,3 +149,78 @@ def test_processes_a_reward_file_spawns_die_with_its_check_and_the_check_returns
     sleepers = [line for line in os.popen("ps -eo pid,args").read().splitlines() if "time.sleep(300)" in line
                 and "ps -eo" not in line]
     assert sleepers == [], sleepers
+
+
+# ---- a key split across two reads of the child's output (issue 40) -------------------------------
+
+KEY = "sk-test-0123456789abcdefghijklmn"
+
+
+def test_a_key_split_across_two_reads_of_the_output_never_reaches_the_log(monkeypatch):
+    """The tap reads the child's output 8 KB at a time: a key printed across that boundary
+    arrives in two pieces, neither of which is a key on its own."""
+    import io
+
+    from rlab.engine.rewards.child import OutputTap
+    from rlab.store.secrets import ScrubbingStream
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    printed = ("x" * (8192 - 10) + KEY + "\n") * 3
+    logged = io.StringIO()
+    tap = OutputTap(io.BytesIO(printed.encode()), ScrubbingStream(logged))  # the engine's log is scrubbed
+    tail = tap.tail(wait_s=5.0)
+    assert KEY not in logged.getvalue() and KEY[:12] not in logged.getvalue()
+    assert logged.getvalue().count("REDACTED") == 3 and KEY not in tail
+
+
+def test_a_key_the_reward_code_prints_or_raises_is_redacted_on_rlab_rewards_own_output(tmp_path):
+    """``rlab reward`` prints what the check process printed, and its errors; its streams are not the
+    engine's."""
+    import subprocess
+
+    from fixtures.smalldb import build_small_db
+
+    db = tmp_path / "small.db"
+    build_small_db(db)
+    (tmp_path / "loud.py").write_text(
+        'import os, sys\nsys.stderr.write("x" * 8182 + os.environ["OPENAI_API_KEY"] + "\\n")\n'
+        'def exact(example, completion):\n    print("key", os.environ["OPENAI_API_KEY"], file=sys.stderr)\n'
+        '    return 1.0\n\nWEIGHTS = {"exact": 1.0}\n')
+    (tmp_path / "raises.py").write_text('import os\ndef exact(example, completion):\n'
+                                        '    raise ValueError("bad " + os.environ["OPENAI_API_KEY"])\n\n'
+                                        'WEIGHTS = {"exact": 1.0}\n')
+    printed, raised = (subprocess.run(
+        [sys.executable, "-P", "-m", "rlab.tui.cli", "reward", "demo", name, "--db", str(db), "--dry-run"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "OPENAI_API_KEY": KEY})
+        for name in ("loud.py", "raises.py"))
+    assert printed.returncode == 0, printed.stderr
+    assert "key REDACTED" in printed.stderr
+    assert raised.returncode == 2 and "ValueError: bad REDACTED" in raised.stderr
+    for result in (printed, raised):
+        assert KEY not in result.stderr + result.stdout and KEY[:12] not in result.stderr
+
+
+DIES_LOUDLY = '''
+import os, sys
+def correct(example, completion):
+    sys.stderr.write("Q" * 100_000 + "\\n")
+    sys.stderr.flush()
+    os._exit(1)  # the worker dies; the next batch gets a new one
+
+WEIGHTS = {"correct": 1.0}
+'''
+
+
+def test_a_worker_that_dies_every_step_gets_no_fresh_log_allowance(capfd):
+    """The allowance is the run's (the scoring process's owner), not each worker's: a reward that
+    prints and kills its worker every step grew the log by 64 KB a step."""
+    process = ScoringProcess()
+    try:
+        for _ in range(3):
+            [result] = ProcessRubric(load_rubric(DIES_LOUDLY), process).score_group([EXAMPLE], ["5"])
+            assert "died" in result.error
+    finally:
+        process.close()
+    logged = capfd.readouterr().err
+    assert 0 < logged.count("Q") <= LOG_BUDGET_BYTES
+    assert logged.count("not logged") == 1

@@ -1,5 +1,6 @@
 """StoreWriter -> SQLite -> StoreReader round trips, control channel, resume."""
 
+import json
 import math
 import sqlite3
 import threading
@@ -316,3 +317,40 @@ def test_reader_cannot_write(writer, db_path):
 def test_group_record_defaults():
     group = GroupRecord(0, "e", "p", [TrajectoryRecord(0, [], "c", 1.0, {}, {}, 0.0)])
     assert group.trajectories[0].turns == [] and group.judge_status is None
+
+
+# ---- a reward that raises a 5 MB message (issue 40) ------------------------------------------
+
+
+def test_error_and_details_text_is_capped_wherever_it_is_stored(writer, db_path, tmp_path):
+    """A reward raising a 5 MB message made a 514 MB run file in 2 steps: the message went into
+    every trajectory's details, the error and pause events, the judge's columns, a command's message."""
+    from rlab.store.export import export_run
+
+    huge = "boom " * 1_000_000  # 5 MB
+    run_id = writer.start_run("r1", "arithmetic", {}, {})
+    group = make_group(0, size=8)
+    group.judge_status, group.judge_error = "failed", huge
+    for t in group.trajectories:
+        t.details = {"error": f"ValueError: {huge}", "error_kind": "exception", "parse_status": "ok",
+                     "correct": {"echo": huge}, **{f"k{i}": "x" * 3000 for i in range(100)}}
+    writer.write_group(run_id, 1, group)
+    writer.write_event(run_id, "error", {"reward_errors": 8, "first": huge}, step=1)
+    writer.write_judge_call(run_id, None, request_hash="h", model="m", error=huge)
+    writer.resolve_command(send_command(db_path, run_id, "pause"), "rejected", huge)
+    assert sum(p.stat().st_size for p in tmp_path.glob("runs.db*")) < 1_000_000  # 60 MB before
+
+    conn = sqlite3.connect(db_path)
+    texts = [row[0] for sql in ("SELECT details FROM trajectories", 'SELECT judge_error FROM "groups"',
+                                "SELECT payload FROM events", "SELECT error FROM judge_calls",
+                                "SELECT message FROM commands") for row in conn.execute(sql)]
+    assert len(texts) == 12 and all(len(text) <= 20_000 for text in texts)
+    details = json.loads(conn.execute("SELECT details FROM trajectories").fetchone()[0])
+    conn.close()
+    # what matters is kept: the start of the error, its kind and line, the parse status
+    assert details["error"].startswith("ValueError: boom boom") and "characters not stored" in details["error"]
+    assert (details["error_kind"], details["parse_status"]) == ("exception", "ok")
+    assert "keys not stored" in details["details_truncated"]
+    [line] = [json.loads(line) for line in
+              export_run(db_path, run_id, tmp_path / "out")["results"].read_text().splitlines()][:1]
+    assert line["error"] == details["error"]

@@ -136,3 +136,23 @@ def test_results_jsonl_is_the_size_readme_says(tmp_path):
     written = export_run(db, "x", tmp_path / "out")
     ratio = written["results"].stat().st_size / db.stat().st_size
     assert abs(ratio - float(found.group(1))) <= 0.2, ratio
+
+
+def test_a_failed_judge_is_marked_on_each_row_of_its_group(tmp_path):
+    """Issue 40: with --judge-weight 1.0 and a failing judge, results.jsonl showed the verifier's
+    reward with error null, and nothing marked that the judge failed."""
+    path = tmp_path / "runs.db"
+    judged = make_group(0, size=2)
+    judged.judge_status = "ok"
+    failed = make_group(1, size=2)
+    failed.judge_status, failed.judge_error = "failed", "judge gave no valid answer after 3 attempts: HTTP 500"
+    with StoreWriter(path) as writer:
+        run_id = writer.start_run("judged", "support_replies", {"judge_weight": 1.0}, {})
+        writer.write_groups(run_id, 0, [judged, failed, make_group(2, size=2)])
+    written = export_run(path, run_id, tmp_path / "out")
+    lines = [json.loads(line) for line in written["results"].read_text().splitlines()]
+    assert [(line["judge_status"], line["judge_error"]) for line in lines] == [
+        ("ok", None), ("ok", None),
+        ("failed", failed.judge_error), ("failed", failed.judge_error),
+        (None, None), (None, None)]
+    assert all(line["error"] is None and line["reward"] is not None for line in lines)  # the verifier's scores

@@ -134,6 +134,7 @@ def test_migration_is_idempotent_across_opens(tmp_path):
 
 def test_newer_schema_is_refused_with_a_clear_error(tmp_path):
     path = tmp_path / "future.db"
+    open_db(path).close()  # a run file a newer Rollout Lab migrated one step further
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()

@@ -4,7 +4,7 @@ import pytest
 
 from rlab.store.control import send_command
 from rlab.store.export import export_run
-from rlab.store.secrets import REDACTED, is_secret_key, scrub, scrub_text
+from rlab.store.secrets import REDACTED, StreamScrubber, is_secret_key, scrub, scrub_text
 from rlab.store.writer import StoreWriter
 from test_store_helpers import make_group
 
@@ -39,6 +39,21 @@ def test_scrub_walks_nested_values():
 
 def test_key_shaped_strings_are_redacted_without_env():
     assert scrub_text("use hf_abcdefghijklmnopqrstuvwx0 now", []) == f"use {REDACTED} now"
+
+
+def test_a_stream_scrubber_catches_a_key_that_arrives_one_character_at_a_time():
+    scrubber = StreamScrubber([ENV_KEY])
+    passed = [scrubber.feed(c) for c in f"a {ENV_KEY} b\nc {ENV_KEY[:6]}"]
+    assert "".join(passed) == f"a {REDACTED} b\n"  # the line in progress is held back
+    assert scrubber.close() == f"c {ENV_KEY[:6]}"
+
+
+def test_a_stream_scrubber_holds_whole_lines_back_for_a_secret_that_spans_lines():
+    secret = "-----BEGIN KEY-----\nMIIEvQIBADANBg\n-----END KEY-----"
+    scrubber = StreamScrubber([secret])
+    text = "x\n" * 10 + secret + "\ny\n"
+    passed = "".join(scrubber.feed(text[i:i + 7]) for i in range(0, len(text), 7)) + scrubber.close()
+    assert passed == "x\n" * 10 + f"{REDACTED}\ny\n"
 
 
 def test_no_secret_in_db_or_export(tmp_path, monkeypatch):

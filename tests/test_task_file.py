@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import textwrap
 
 import datasets
@@ -128,3 +130,35 @@ def test_a_reward_file_that_does_not_parse_is_named_before_the_data_is_read(tmp_
     (tmp_path / "rewards.py").write_text("def r(example, completion:\n    return 1.0\n")
     with pytest.raises(TaskError, match=r"rewards = rewards.py: line 1: SyntaxError"):
         load_task(toml)
+
+
+def test_a_data_file_that_does_not_parse_prints_nothing_but_the_error(tmp_path):
+    """Issue 40: datasets logged its own "Failed to load JSON from file ..." / "Failed to read
+    schema ..." line on stderr before the one error line. In a process of its own: datasets' log
+    handler writes to the stderr of its import, which pytest's capture does not see."""
+    tasks = []
+    for name, data in (("train.jsonl", b'{"prompt": "a", "answer": "1"}\n{"prompt": bad}\n'),
+                       ("train.parquet", b"PAR1 this is not a parquet file")):
+        folder = tmp_path / name.split(".")[1]
+        folder.mkdir()
+        tasks.append(str(_task_with(folder, name, "")))
+        (folder / name).write_bytes(data)
+    code = ("import sys\nfrom rlab.scenarios.task_file import load_task\nfrom rlab.scenarios.task_scenario import "
+            "TaskError\nfor task in sys.argv[1:]:\n    try:\n        load_task(task)\n    except TaskError as err:\n"
+            "        print(err)\n")
+    result = subprocess.run([sys.executable, "-P", "-c", code, *tasks], capture_output=True, text=True, timeout=120)
+    assert result.stderr == ""
+    assert [line.split(": cannot read it")[0] for line in result.stdout.splitlines()] == [
+        f"{tasks[0]}: train = train.jsonl", f"{tasks[1]}: train = train.parquet"]
+
+
+def test_too_few_prompts_for_a_step_names_the_task_not_the_default_scenario(tmp_path, capsys):
+    """Issue 40: a task with 4 training rows said "scenario 'arithmetic' has 4 training prompts"."""
+    from rlab.tui.cli import main
+
+    rows = "".join(json.dumps({"id": i // 2, "prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5))
+    toml = _task_with(tmp_path, "train.jsonl", rows)
+    assert main(["run", "--headless", "--task", str(toml), "--db", str(tmp_path / "r.db")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"rlab: error: --prompts-per-step 32: task {tmp_path.name!r} has 4 training prompts; "
+                    "pass at most 4")

@@ -28,7 +28,8 @@ from rlab.engine.policy.smollm2 import ensure_smollm2
 from rlab.engine.policy.vllm import VLLMBackend
 from rlab.engine.policy.vllm_launch import ServeSettings, ServerProcess, VLLMNotFound, find_vllm_python, launch
 from rlab.engine.policy.vllm_pool import VLLMPool
-from rlab.engine.rewards.judge.ruler import RulerJudge, answer_token_budget
+from rlab.engine.rewards.judge.answer import answer_token_budget
+from rlab.engine.rewards.judge.ruler import RulerJudge
 
 pytestmark = pytest.mark.vllm_real
 

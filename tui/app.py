@@ -59,6 +59,7 @@ from rlab.tui.filesize import FileGrowth
 from rlab.tui.group_view import GroupScreen
 from rlab.tui.inspector import TrajectoryScreen
 from rlab.tui.readers import LockedReader
+from rlab.tui.change_dialogs import ChangeActions
 from rlab.tui.reward_actions import RewardActions
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineProgress, EngineStatus, EngineSupervisor
@@ -75,11 +76,11 @@ NOTIFY_EVENTS = {"error": ("error", "engine error"), "judge_failed": ("warning",
 """Event kinds shown as a toast when they arrive: kind -> (severity, label)."""
 
 MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "reward_editor", "revert_rewards", "help",
-                           "open", "move_step", "move_group", "move_traj"})
+                           "open", "move_step", "move_group", "move_traj", "fork", "settings"})
 """App actions that a dialog on top (quit, help, search) switches off."""
 
 
-class RolloutLabApp(RewardActions, App):
+class RolloutLabApp(RewardActions, ChangeActions, App):
     """Watch, pause, step and inspect a training run stored in a SQLite file.
 
     Args:
@@ -123,6 +124,8 @@ class RolloutLabApp(RewardActions, App):
         Binding("r", "runs", "Runs"),
         Binding("e", "reward_editor", "Edit rewards"),
         Binding("u", "revert_rewards", "Undo reward edit"),
+        Binding("f", "fork", "Fork"),
+        Binding("o", "settings", "Settings"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit_prompt", "Quit"),
     ]

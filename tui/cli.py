@@ -2,6 +2,8 @@
 
     rlab                          TUI + a new run of the default scenario
     rlab run --headless [...]     train without the TUI, end with one JSON line
+    rlab fork RUN@STEP --name NEW [run options] [--rewards FILE]   a new run from RUN's checkpoint
+    rlab set RUN KEY=VALUE ...    change a live run's settings between two steps
     rlab watch [--db PATH] [RUN]  attach the TUI to a run (running or finished)
     rlab runs [--db PATH] [--json]
     rlab export RUN --out DIR [--db PATH] [--format rlab|verifiers|trl|art]
@@ -33,6 +35,7 @@ from pydantic import ValidationError
 
 DEFAULT_DB = Path("rlab.db")
 RUN = "run"
+FORK = "fork"
 
 
 def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
@@ -51,10 +54,19 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=ArgumentParser)
     run = sub.add_parser(RUN, help="start a run (with the TUI unless --headless)")
     run.add_argument("--headless", action="store_true", help="no TUI; print progress and a JSON summary")
+    fork = sub.add_parser(FORK, help="start a new run from a checkpoint of another, with options changed")
     if run_options:
-        from rlab.engine.cli import add_run_options
+        from rlab.engine.cli import add_fork_arguments, add_run_options
 
         add_run_options(run)
+        add_fork_arguments(fork)
+    settings = sub.add_parser("set", help="change a live run's settings at its next step boundary (lr, "
+                              "temperature, beta, max_new_tokens, prompts_per_step, eval_every, alert.NAME)")
+    settings.add_argument("run", help="run name or id")
+    settings.add_argument("changes", nargs="+", metavar="KEY=VALUE", help="e.g. lr=2e-5 alert.hack_gap=0.2")
+    settings.add_argument("--db", type=Path, default=DEFAULT_DB)
+    settings.add_argument("--wait", type=float, default=30.0,
+                          help="seconds to wait for a running run to apply (or refuse) the change")
     watch = sub.add_parser("watch", help="attach the TUI to a run in a file")
     watch.add_argument("--db", type=Path, default=DEFAULT_DB)
     watch.add_argument("run", nargs="?", help="run name or id (default: the latest)")
@@ -149,6 +161,9 @@ def _loop_commands(sub) -> None:
     compare.add_argument("--force", action="store_true", help="show the numbers even when manifests differ")
     compare.add_argument("--flips", type=int, default=20, metavar="N",
                          help="list at most N flipped examples (%(default)s; 0 lists none; --json and --out keep all)")
+    compare.add_argument("--from-step", type=int, metavar="N",
+                         help="two training branches (a fork and its parent): their held-out pass@1 at the steps "
+                         "after N both evaluated (default for a fork: its fork step)")
     inspect = sub.add_parser("inspect", help="a run's worst (or failing) trajectories")
     inspect.add_argument("run")
     inspect.add_argument("--only-fails", action="store_true",
@@ -214,6 +229,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.headless:
         return guarded(lambda: run_headless(config))
     return _tui_with_engine(args, config)
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """``rlab fork RUN@STEP [run options]`` is ``rlab run --fork-from RUN@STEP [run options]``."""
+    args.argv = ["--fork-from", args.fork_from, *(a for a in args.argv if a != args.fork_from)]
+    return cmd_run(args)
+
+
+def cmd_set(args: argparse.Namespace) -> int:
+    """``rlab set RUN KEY=VALUE ...``: check the change as the engine will (``engine.settings``),
+    send it, and wait for the run to apply it at its next step boundary (a paused run: at once)."""
+    from rlab.engine.settings import send_settings
+
+    if not args.db.is_file():
+        raise FileNotFoundError(f"no run file at {args.db}; pass --db PATH")
+    print(f"run {args.run}: {send_settings(args.db, args.run, args.changes, args.wait)}")
+    return 0
 
 
 def _engine_command(args: argparse.Namespace, name: str) -> list[str]:
@@ -300,6 +332,7 @@ def _watch_follow(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from rlab.store.export import list_runs
+    from rlab.tui.formatting import run_tree, tree_name
 
     runs = list_runs(args.db)
     if args.json:
@@ -307,11 +340,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     if not runs:
         print(f"no runs in {args.db}")
-    for r in runs:
+    for r, depth in run_tree(runs):
         final = r.get("final_pass_at_1")
         shown = "-" if final is None else f"{final:.3f}"
         alerts = f"  alerts {r['alerts']} (last: {r['last_alert']})" if r["alerts"] else ""
-        print(f"{r['id']:>4}  {r['name']:<36} {r['kind']:<6} {r['scenario']:<14} {r['status']:<9} "
+        name = tree_name(r, depth)
+        print(f"{r['id']:>4}  {name:<36} {r['kind']:<6} {r['scenario']:<14} {r['status']:<9} "
               f"steps {r['steps']:>6}  pass@1 {shown}{alerts}")
     return 0
 
@@ -360,11 +394,16 @@ def cmd_loop(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """``rlab compare``: exit 1 when the runs are not comparable (unless --force)."""
     from rlab.engine.evaluation.artifacts import write_artifacts
+    from rlab.engine.evaluation.branches import fork_step
     from rlab.engine.evaluation.compare import compare_runs
-    from rlab.store.reader import StoreReader
+    from rlab.store.reader import StoreReader, resolve_run
     from rlab.tui.reports import comparison_report, show
 
     with StoreReader(_existing(args.db)) as reader:
+        rows = resolve_run(reader, args.run_a), resolve_run(reader, args.run_b)
+        if args.from_step is not None or (fork_step(*rows) is not None
+                                          and all(r["kind"] == "train" for r in rows)):
+            return _compare_branches(args, reader)
         comparison = compare_runs(reader, args.run_a, args.run_b, force=args.force)
         manifests = {"a": reader.run(comparison.run_a["id"])["manifest"],
                      "b": reader.run(comparison.run_b["id"])["manifest"]}
@@ -380,6 +419,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"rlab: error: runs {comparison.run_a['name']!r} and {comparison.run_b['name']!r} are not "
               f"comparable: their manifests differ on {fields}; pass --force to see the numbers anyway",
               file=sys.stderr)
+        return 1
+    return 0
+
+
+def _compare_branches(args: argparse.Namespace, reader) -> int:
+    """A fork and its parent (or two training runs from ``--from-step``) at matched held-out steps."""
+    from rlab.engine.evaluation.artifacts import write_artifacts
+    from rlab.engine.evaluation.branches import compare_branches
+    from rlab.tui.reports import branches_report, show
+
+    comparison = compare_branches(reader, args.run_a, args.run_b, args.from_step, force=args.force)
+    result = comparison.to_json()
+    if args.out is not None:
+        write_artifacts(args.out, summary=result)
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        show(branches_report(result))
+    if not comparison.comparable and not args.force:
+        fields = ", ".join(d.field for d in comparison.differences)
+        print(f"rlab: error: the held-out evals of {comparison.run_a['name']!r} and {comparison.run_b['name']!r} "
+              f"differ on {fields}; pass --force to see the numbers anyway", file=sys.stderr)
         return 1
     return 0
 
@@ -453,7 +514,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "watch": cmd_watch, "runs": cmd_runs, "export": cmd_export,
+COMMANDS = {"run": cmd_run, FORK: cmd_fork, "set": cmd_set, "watch": cmd_watch, "runs": cmd_runs, "export": cmd_export,
             "eval": cmd_loop, "select": cmd_loop, "compare": cmd_compare, "inspect": cmd_inspect,
             "reward": cmd_reward, "import": cmd_import, "serve": cmd_serve,
             **dict.fromkeys(CONTROL_COMMANDS, cmd_control)}
@@ -472,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     bare = build_parser(run_options=False)
     argv = _with_command(argv, bare)
-    parser = build_parser() if argv[0] == RUN else bare
+    parser = build_parser() if argv[0] in (RUN, FORK) else bare
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         _unrecognized(parser, args.command, unknown)
@@ -501,7 +562,7 @@ def _expected(command: str) -> tuple[type[BaseException], ...]:
 
     from rlab.store.db import RunFileError, SchemaVersionError
 
-    if command in (RUN, "eval", "select", "serve"):
+    if command in (RUN, FORK, "eval", "select", "serve"):
         from rlab.engine.cli import expected_errors
 
         return expected_errors()

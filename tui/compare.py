@@ -7,7 +7,10 @@ McNemar's p-value, then the examples that flipped (enter opens run B's
 trajectory, ``o`` run A's). When the manifests differ the numbers stay
 hidden until ``f`` asks for them, under a banner. Training runs also get
 their reward curves and held-out pass@1 curves (e.g. GiGPO and GRPO runs
-of tests/bench/multistep.py, side by side).
+of tests/bench/multistep.py, side by side). A fork and its parent are two
+branches of one run: they are compared at the steps after the fork both
+evaluated (``engine.evaluation.branches``, as ``rlab compare PARENT FORK``),
+one table row per matched step, the fork step marked on the curves.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
+from rlab.engine.evaluation.branches import BranchComparison, compare_branches, fork_step
 from rlab.engine.evaluation.compare import Comparison, compare_runs
 from rlab.tui.formatting import fmt
 from rlab.tui.inspector import TrajectoryScreen
@@ -65,6 +69,26 @@ def paired_text(comparison: Comparison) -> Text:
     return text
 
 
+def branch_verdict(comparison: BranchComparison) -> Text:
+    """Whether a fork's and its parent's held-out evals are in one room."""
+    a, b = comparison.run_a["name"], comparison.run_b["name"]
+    if comparison.comparable:
+        return Text(f"✓ two branches, one held-out room: A {a} and B {b} evaluate the same split, prompt and "
+                    f"success rule (forked at step {comparison.from_step})", style="bold green")
+    return Text("✗ the branches' held-out evals differ: " + "; ".join(
+        f"{d.field}: A {json.dumps(d.a)} · B {json.dumps(d.b)}" for d in comparison.differences), style="bold red")
+
+
+def pooled_text(comparison: BranchComparison) -> Text:
+    """The matched steps pooled (each example's pass rate over them), or why there are no numbers."""
+    if comparison.interval is None or comparison.pooled_a is None or comparison.pooled_b is None:
+        return Text(comparison.reason or "no matched steps yet", style="yellow")
+    interval = comparison.interval
+    return Text(f"over {len(comparison.steps)} matched steps: A {comparison.pooled_a:.1%}  B "
+                f"{comparison.pooled_b:.1%}  B - A = {comparison.pooled_b - comparison.pooled_a:+.1%}  95 % paired "
+                f"bootstrap [{interval.low:+.1%}, {interval.high:+.1%}]", style="bold")
+
+
 class PinnedTrajectoryScreen(TrajectoryScreen):
     """The trajectory inspector on one stored trajectory, outside the
     dashboard's cursor (the compare screen's runs need not be the watched one)."""
@@ -97,6 +121,7 @@ class CompareScreen(Screen):
         super().__init__()
         self.run_ids = (run_a, run_b)
         self.comparison: Comparison | None = None
+        self.branches: BranchComparison | None = None
         #: run name -> held-out points plotted (what the curves show, for tests)
         self.plotted: dict[str, int] = {}
 
@@ -119,17 +144,25 @@ class CompareScreen(Screen):
         a, b = self.run_ids
 
         def load(reader):
-            return compare_runs(reader, a, b, force=force), [reader.step_series(i) for i in (a, b)]
+            rows = [reader.run(i) for i in (a, b)]
+            branches = None not in rows and fork_step(*rows) is not None
+            comparison = (compare_branches(reader, a, b, force=force) if branches
+                          else compare_runs(reader, a, b, force=force))
+            return comparison, [reader.step_series(i) for i in (a, b)]
 
         self.app.read_in_worker(load, self._show)
 
     def action_force(self) -> None:
         """``f``: show the numbers of runs whose manifests differ, under a banner."""
-        if self.comparison is not None and self.comparison.differences and not self.comparison.forced:
+        shown = self.comparison or self.branches
+        if shown is not None and shown.differences and not (self.comparison and self.comparison.forced):
             self._load(force=True)
 
-    def _show(self, loaded: tuple[Comparison, list[list[dict]]]) -> None:
+    def _show(self, loaded: tuple[Comparison | BranchComparison, list[list[dict]]]) -> None:
         comparison, series = loaded
+        if isinstance(comparison, BranchComparison):
+            self._show_branches(comparison, series)
+            return
         self.comparison = comparison
         self.query_one("#verdict", Static).update(verdict_text(comparison))
         self.query_one("#paired", Static).update(paired_text(comparison))
@@ -140,9 +173,25 @@ class CompareScreen(Screen):
         table.display = table.row_count > 0
         self._plot(comparison, series)
 
-    def _plot(self, comparison: Comparison, series: list[list[dict]]) -> None:
+    def _show_branches(self, comparison: BranchComparison, series: list[list[dict]]) -> None:
+        """A fork and its parent: the held-out room, a row per matched step, the curves."""
+        self.branches = comparison
+        self.query_one("#verdict", Static).update(branch_verdict(comparison))
+        self.query_one("#paired", Static).update(pooled_text(comparison))
+        table = self.query_one("#flips", DataTable)
+        table.clear(columns=True)
+        table.add_columns("step", "n", "pass@1 A", "pass@1 B", "B - A", "McNemar p")
+        table.border_title = f"held-out pass@1 at the steps after {comparison.from_step} both evaluated"
+        for m in comparison.steps:
+            table.add_row(str(m.step), str(m.n), fmt(m.pass_at_1_a, ".1%"), fmt(m.pass_at_1_b, ".1%"),
+                          f"{m.difference:+.1%}", fmt(m.mcnemar_p, ".3g"))
+        table.display = table.row_count > 0
+        self._plot(comparison, series, fork_at=comparison.from_step)
+
+    def _plot(self, comparison: Comparison | BranchComparison, series: list[list[dict]],
+              fork_at: int | None = None) -> None:
         plot = self.query_one(PlotextPlot)
-        trained = [run["kind"] == "train" for run in (comparison.run_a, comparison.run_b)]
+        trained = [run.get("kind", "train") == "train" for run in (comparison.run_a, comparison.run_b)]
         plot.display = any(trained)
         if not plot.display:
             return
@@ -159,13 +208,16 @@ class CompareScreen(Screen):
             if held_out:
                 plt.plot([p[0] for p in held_out], [p[1] for p in held_out], label=f"{run['name']} held-out",
                          color=color, marker="o")
+        if fork_at is not None:
+            plt.vline(fork_at, "white")
         self.plotted = {run["name"]: len([r for r in rows if r.get("eval/pass_at_1") is not None])
                         for run, rows in zip((comparison.run_a, comparison.run_b), series)}
         plot.refresh()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        """Enter on a flipped example: run B's trajectory on it."""
-        self.action_open("b")
+        """Enter on a flipped example: run B's trajectory on it (two branches: no trajectories)."""
+        if self.branches is None:
+            self.action_open("b")
 
     def action_open(self, which: str) -> None:
         """Open run A's or B's trajectory of the highlighted flipped example."""

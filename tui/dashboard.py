@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.text import Text
@@ -22,6 +23,9 @@ from rlab.tui.view import NavScreen, View
 
 REDRAW_SECONDS = 0.5
 """Plots and tables redraw at most this often (seconds): twice a second."""
+
+PARENT_REFRESH_S = 5.0
+"""How often a fork's running parent is read again for the plots (seconds)."""
 
 GROUP_ROWS = 24
 ROLLOUT_ROWS = 20
@@ -135,6 +139,8 @@ class DashboardScreen(NavScreen):
         self._feed: RunFeed | None = None
         self._shown: dict[str, dict[str, Any]] = {}  # table id -> the rows it shows, by row key
         self.baseline: Baseline | None = None
+        self._pinned = False  # the user pinned (or unpinned) a baseline
+        self._parent_read: float | None = None  # when a fork's parent was last read (time.monotonic)
 
     @property
     def _plots_dirty(self) -> bool:
@@ -166,6 +172,7 @@ class DashboardScreen(NavScreen):
         """
         self._feed = feed
         self._set_header()
+        self._follow_parent(feed.run)
         if update is None or update.steps or update.events:
             self._dirty.add("plots")
         if update is None or update.groups:
@@ -180,6 +187,8 @@ class DashboardScreen(NavScreen):
     def _forget_run(self) -> None:
         """The app watches another run (its ``run_id``): forget the previous one."""
         self._feed = None
+        if not self._pinned:
+            self.baseline, self._parent_read = None, None
         self._dirty.clear()
         self._drawn = False
         self._shown.clear()
@@ -208,6 +217,7 @@ class DashboardScreen(NavScreen):
 
     def pin_baseline(self, run_id: int | None) -> None:
         """Overlay run ``run_id``'s curves on the plots (None, or the pinned run again: unpin)."""
+        self._pinned = True  # the user's choice: no more following a fork's parent
         if run_id is None or (self.baseline is not None and self.baseline.run_id == run_id):
             self._show_baseline(None)
         else:
@@ -218,6 +228,23 @@ class DashboardScreen(NavScreen):
         self.app.notify(f"baseline: {baseline.name} (dotted)" if baseline else "baseline unpinned", timeout=3)
         self._dirty.add("plots")
         self._redraw()
+
+    def _follow_parent(self, run: dict | None) -> None:
+        """A fork's parent is its baseline (unless one is pinned): read it, and again
+        every :data:`PARENT_REFRESH_S` while it still runs, so both branches grow on the plots."""
+        parent = (run or {}).get("parent_id")
+        if self._pinned or parent is None or self._parent_read is not None and (
+                time.monotonic() - self._parent_read < PARENT_REFRESH_S
+                or self.baseline is not None and not self.baseline.live):
+            return
+        self._parent_read = time.monotonic()
+        self.app.read_in_worker(lambda reader: load_baseline(reader, parent, "parent"), self._show_parent)
+
+    def _show_parent(self, baseline: Baseline | None) -> None:
+        if self._pinned:
+            return
+        self.baseline = baseline
+        self._dirty.add("plots")
 
     def _set_header(self) -> None:
         app = self.app
@@ -249,7 +276,7 @@ class DashboardScreen(NavScreen):
                 marks = list(feed.marks)
                 base = self.baseline.series if self.baseline else None
                 for plot in self.query(MetricPlot):
-                    plot.draw(feed.series, marks, base)
+                    plot.draw(feed.series, marks, base, self.baseline.label if self.baseline else "base")
             if "groups" in dirty:
                 self._fill_groups(feed)
             if "rollouts" in dirty:

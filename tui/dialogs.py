@@ -31,6 +31,8 @@ HELP = """\
 | `r` | runs in the file (`enter` watch, `x` mark, `c` compare reward curves and manifests, `p` pin as baseline: its curves dotted on the plots) |
 | `e` | edit the reward functions of the run (keys type into the file; `escape` twice goes back) |
 | `u` | undo the last reward edit: back to the previous version (and resume) |
+| `f` | fork the run from its checkpoint at or before the cursor's step, with options changed (`rlab fork`): a new run beside it, its curves drawn with the parent's |
+| `o` | change the run's settings from its next step: lr, temperature, beta, ... (`rlab set`) |
 | `tab` | focus a table (arrows then move inside it, `enter` opens, `escape` leaves) |
 | `enter` | (advantages view, table focused) highlight the row's anchor group |
 | `escape` | back |
@@ -38,7 +40,8 @@ HELP = """\
 | `q` | quit (asks whether to stop the run or leave it running) |
 
 Plots refresh at most twice a second. Vertical marks: magenta = reward-function
-edit, orange = pause. Alerts (reward-hacking watch) name the step that raised
+edit, orange = pause, cyan = the step a fork started from, yellow = a settings
+change. A fork's parent is drawn dotted beside it (`· parent`). Alerts (reward-hacking watch) name the step that raised
 them; `enter` on one opens its groups.
 """
 

@@ -28,8 +28,8 @@ PLOT_METRICS = tuple(STEP_METRIC_COLUMNS)
 RATE_WINDOW_SECONDS = 30.0
 """Steps/s in the header is measured over this many seconds of arrivals."""
 
-MARK_EVENTS = ("reward_edit", "pause")
-"""Event kinds marked on the plots' time axis."""
+MARK_EVENTS = ("reward_edit", "pause", "fork", "settings")
+"""Event kinds marked on the plots' time axis (a fork: its fork step)."""
 
 
 @dataclass

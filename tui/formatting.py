@@ -19,3 +19,26 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
     """A number for a table cell, formatted with ``spec`` (e.g. ``+.3f``,
     ``.4g``, ``.1%``); ``-`` for a missing one."""
     return "-" if value is None else format(value, spec)
+
+
+def run_tree(runs: list[dict]) -> list[tuple[dict, int]]:
+    """The runs in tree order, each followed by its forks (``parent_id``) one level
+    deeper: ``(run, depth)``, oldest first at every level."""
+    ids = {r["id"] for r in runs}
+    children: dict[int | None, list[dict]] = {}
+    for r in runs:
+        children.setdefault(r.get("parent_id") if r.get("parent_id") in ids else None, []).append(r)
+    out: list[tuple[dict, int]] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for r in children.get(parent, []):
+            out.append((r, depth))
+            walk(r["id"], depth + 1)
+
+    walk(None, 0)
+    return out
+
+
+def tree_name(run: dict, depth: int) -> str:
+    """A run's name as the tree shows it: a fork indented under its parent, with its fork step."""
+    return ("  " * (depth - 1) + f"└ @{run['fork_step']} " if depth else "") + run["name"]

@@ -8,7 +8,7 @@ from textual_plotext import PlotextPlot
 
 from rlab.tui.series import StepSeries, downsample
 
-MARK_COLORS = {"reward_edit": "magenta", "pause": "orange"}
+MARK_COLORS = {"reward_edit": "magenta", "pause": "orange", "fork": "cyan", "settings": "yellow"}
 """Colour of the vertical line marking each event kind on the time axis."""
 
 
@@ -47,7 +47,7 @@ class MetricPlot(PlotextPlot):
         super().__init__(id=id)
         self.title = title
         self.traces = traces
-        self._last: tuple[StepSeries, list[dict], StepSeries | None] | None = None
+        self._last: tuple[StepSeries, list[dict], StepSeries | None, str] | None = None
 
     def on_resize(self) -> None:
         """Downsample again to the new width."""
@@ -56,18 +56,20 @@ class MetricPlot(PlotextPlot):
         if self._last is not None:
             self.draw(*self._last)
 
-    def draw(self, series: StepSeries, marks: list[dict] = (), baseline: StepSeries | None = None) -> None:
+    def draw(self, series: StepSeries, marks: list[dict] = (), baseline: StepSeries | None = None,
+             baseline_label: str = "base") -> None:
         """Redraw from ``series``; ``marks`` are events (``kind``, ``step``) to
-        mark; ``baseline`` (a pinned run's metrics, :mod:`tui.baseline`) is
-        drawn dotted under each line trace it has, labelled ``... · base``."""
-        self._last = (series, list(marks), baseline)
+        mark; ``baseline`` (a pinned run's or a fork's parent's metrics,
+        :mod:`tui.baseline`) is drawn dotted under each line trace it has,
+        labelled ``... · {baseline_label}``."""
+        self._last = (series, list(marks), baseline, baseline_label)
         plt = self.plt
         plt.clear_data()
         plt.title(self.title)
         width = max(self.size.width - 12, 8)  # leave room for the y tick labels
         drawn_x: list[float] = []
         if baseline is not None:
-            drawn_x.extend(self._draw_baseline(baseline, width))
+            drawn_x.extend(self._draw_baseline(baseline, width, baseline_label))
         for trace in self.traces:
             xs, ys = series.xy(trace.metric)
             if not xs:
@@ -86,7 +88,7 @@ class MetricPlot(PlotextPlot):
                     plt.vline(step, MARK_COLORS.get(mark["kind"], "white"))
         self.refresh()
 
-    def _draw_baseline(self, baseline: StepSeries, width: int) -> list[float]:
+    def _draw_baseline(self, baseline: StepSeries, width: int, label: str = "base") -> list[float]:
         """The baseline's line traces (band edges and scatters left out); the
         x range they cover."""
         drawn_x: list[float] = []
@@ -97,7 +99,7 @@ class MetricPlot(PlotextPlot):
             if not xs:
                 continue
             xs, ys = downsample(xs, ys, width)
-            self.plt.plot(xs, ys, label=f"{trace.label} · base", color=trace.color, yside=trace.yside,
+            self.plt.plot(xs, ys, label=f"{trace.label} · {label}", color=trace.color, yside=trace.yside,
                           marker="dot")
             drawn_x.extend((xs[0], xs[-1]))
         return drawn_x

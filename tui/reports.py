@@ -94,6 +94,35 @@ def comparison_report(result: dict[str, Any], max_flips: int = 20) -> Group:
     return Group(*parts)
 
 
+def branches_report(result: dict[str, Any]) -> Group:
+    """Two training branches at matched held-out steps (``BranchComparison.to_json()``):
+    the room verdict, a row per matched step, the pooled difference."""
+    a, b = result["run_a"], result["run_b"]
+    parts: list[Any] = []
+    if result["comparable"]:
+        parts.append(Text(f"same held-out room: {a['name']} (A) and {b['name']} (B) evaluate the same split, "
+                          "prompt and success rule", style="bold green"))
+    else:
+        parts.append(Text("NOT COMPARABLE: " + "; ".join(
+            f"{d['field']}: {json.dumps(d['a'])} vs {json.dumps(d['b'])}" for d in result["differences"]),
+            style="bold red"))
+    if not result["steps"]:
+        parts.append(Text(result["reason"] or "no matched steps", style="yellow"))
+        return Group(*parts)
+    table = Table(title=f"held-out pass@1 at the steps after {result['from_step']} both evaluated")
+    for column in ("step", "n", f"A {a['name']}", f"B {b['name']}", "B - A", "McNemar p", "gained", "lost"):
+        table.add_column(column, justify="right")
+    for m in result["steps"]:
+        table.add_row(str(m["step"]), str(m["n"]), fmt(m["pass_at_1_a"], PERCENT), fmt(m["pass_at_1_b"], PERCENT),
+                      f"{m['difference']:+.1%}", fmt(m["mcnemar_p"], ".3g"), str(m["gained"]), str(m["lost"]))
+    parts.append(table)
+    interval = result["interval"]
+    parts.append(Text(f"over the {len(result['steps'])} matched steps: A {fmt(result['pooled_a'], PERCENT)}, "
+                      f"B {fmt(result['pooled_b'], PERCENT)}, B - A {result['pooled_b'] - result['pooled_a']:+.1%} "
+                      f"(95 % paired bootstrap {interval['low']:+.1%} .. {interval['high']:+.1%})"))
+    return Group(*parts)
+
+
 def flips_table(flips: list[dict[str, Any]]) -> Table:
     """The examples that flipped, with both runs' trajectory ids and rewards."""
     table = Table(title="flipped examples")

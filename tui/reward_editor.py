@@ -29,8 +29,9 @@ from textual.widgets import DataTable, Footer, Input, Label, Static, TextArea
 
 from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, ValidationResult, check_edit
 from rlab.engine.rewards.edit.compare import DryRunReport
-from rlab.engine.rewards.rubric import RubricError, literal_weights, replace_weights
+from rlab.engine.rewards.rubric_errors import RubricError
 from rlab.engine.rewards.signatures import STYLE_TAGS, styles_in_source
+from rlab.engine.rewards.weights_source import literal_weights, replace_weights
 
 #: How often the reward file is polled for outside edits, in seconds.
 POLL_S = 0.5

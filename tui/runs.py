@@ -1,5 +1,6 @@
 """Runs list (``r``): every run of the file with its kind (train / eval /
-select); mark one and compare it with another (:mod:`tui.compare`)."""
+select), each fork under its parent (the run tree); mark one and compare it
+with another (:mod:`tui.compare`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from rlab.tui.compare import CompareScreen
 from rlab.tui.dashboard import DashboardScreen
-from rlab.tui.formatting import fmt
+from rlab.tui.formatting import fmt, run_tree, tree_name
 
 
 class RunsScreen(Screen):
@@ -47,11 +48,12 @@ class RunsScreen(Screen):
         self.app.read_in_worker(lambda reader: reader.runs(), self._fill)
 
     def _fill(self, runs: list[dict]) -> None:
-        self._runs = runs
+        tree = run_tree(runs)
+        self._runs = [run for run, _ in tree]
         table = self.query_one(DataTable)
         table.clear()
-        for run in runs:
-            table.add_row("*" if run["id"] == self.marked else "", run["id"], run["name"],
+        for run, depth in tree:
+            table.add_row("*" if run["id"] == self.marked else "", run["id"], tree_name(run, depth),
                           run["kind"], run["status"].upper(), run["scenario"], run["steps"],
                           fmt(run["final_pass_at_1"]), key=str(run["id"]))
         if runs and self.marked is None:

@@ -20,7 +20,8 @@ from rlab.engine.config import RunConfig
 from rlab.engine.evaluation.frozen import read_completions
 from rlab.engine.evaluation.measure import Attempt, Sampling, sample_and_score, score_frozen
 from rlab.engine.evaluation.record import finish_loop_run, start_loop_run
-from rlab.engine.evaluation.source import find_checkpoint, load_policy
+from rlab.engine.evaluation.source import load_policy
+from rlab.engine.fork import find_checkpoint
 from rlab.engine.evaluation.summary import check_ks, default_ks, summarize
 from rlab.engine.manifest import build_loop_manifest, file_sha256
 from rlab.engine.rewards.rubric import Rubric, load_rubric
@@ -104,7 +105,7 @@ def run_loop(settings: LoopSettings) -> LoopResult:
 
     Raises:
         scenarios.UnknownScenarioError, engine.policy.model.ModelLoadError,
-        engine.train.checkpoint.CheckpointError, engine.rewards.rubric.RubricError,
+        engine.train.checkpoint.CheckpointError, engine.rewards.rubric_errors.RubricError,
         engine.evaluation.frozen.CompletionsFileError, KeyError (unknown
         run), ValueError (bad settings), FileNotFoundError.
     """

@@ -14,7 +14,8 @@ import torch
 
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.model import Policy
-from rlab.engine.rewards.rubric import Rubric, ScoreResult
+from rlab.engine.rewards.rubric import Rubric
+from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring import score
 from rlab.engine.rollout.play import Rollout, user_messages
 from rlab.engine.types import Trajectory

@@ -1,60 +1,18 @@
 """Where loop A and B completions come from: a model directory, a stored
-checkpoint (``RUN[@STEP]``), or the tiny policy."""
+checkpoint (``RUN[@STEP]``, found by ``engine.fork.find_checkpoint``), or the tiny policy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlab.engine.fork import CheckpointRef
 from rlab.engine.manifest import sha256_files
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
 from rlab.engine.policy.smollm2 import resolve_model
 from rlab.engine.train.checkpoint import ADAPTER_DIR, MODEL_DIR, load_weights
 from rlab.engine.train.warm_start import ensure_tiny_model
-from rlab.store.reader import resolve_run
-from rlab.store.reader import StoreReader
-
-
-@dataclass(frozen=True)
-class CheckpointRef:
-    """A stored checkpoint: the run that wrote it, its step and directory,
-    and the run's config (base model directory, LoRA settings)."""
-
-    run_name: str
-    step: int
-    path: Path
-    config: dict[str, Any]
-
-
-def find_checkpoint(db: Path, spec: str) -> CheckpointRef:
-    """The checkpoint named by ``RUN`` (its last) or ``RUN@STEP``.
-
-    Raises:
-        FileNotFoundError: no run file at ``db``.
-        KeyError: no such run.
-        ValueError: a bad step, no checkpoint at that step, or none at all.
-    """
-    run, _, step_text = spec.partition("@")
-    if step_text and not step_text.isdigit():
-        raise ValueError(f"--checkpoint {spec!r}: the step after @ must be a number, e.g. {run}@50")
-    with StoreReader(db) as reader:
-        row = resolve_run(reader, run)
-        stored = reader.checkpoints(row["id"])
-    if not stored:
-        raise ValueError(f"run {row['name']!r} has no checkpoint; train it longer than "
-                         "--checkpoint-every steps, or evaluate its base model with --model")
-    if step_text:
-        matches = [c for c in stored if c["step"] == int(step_text)]
-        if not matches:
-            steps = ", ".join(str(c["step"]) for c in stored)
-            raise ValueError(f"run {row['name']!r} has no checkpoint at step {step_text}; "
-                             f"its checkpoints: {steps}")
-        chosen = matches[-1]
-    else:
-        chosen = stored[-1]
-    return CheckpointRef(row["name"], chosen["step"], Path(chosen["path"]), row["config"])
 
 
 def load_policy(*, scenario, model: Path | None, checkpoint: CheckpointRef | None, seed: int,

@@ -99,6 +99,7 @@ from rlab.engine.recorder import Pauses, Recorder, RunRef, StepRecord, say
 from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.edit.gate import check_samples
 from rlab.engine.rewards.scoring_process import RubricVersion
+from rlab.engine.settings import SettingsError, trl_changes
 from rlab.engine.success import SuccessRule
 from rlab.store.formats.trl import FIXED_COLUMNS, NAME, rows_to_step
 from rlab.store.formats.write import free_name
@@ -305,9 +306,14 @@ class RlabCallback(TrainerCallback):
             self.recorder.controller.end_of_step(step)
         while True:
             decision = self._decide(step) if self.ranks.is_main and self.recorder is not None else None
-            decision = self.ranks.broadcast(decision) or {"paused": False, "stop": False, "edit": None}
+            decision = self.ranks.broadcast(decision) or {"paused": False, "stop": False, "edit": None,
+                                                          "settings": []}
             if decision["edit"] is not None:
                 self._switch(decision["edit"], step)
+            for command_id, changes in decision["settings"]:
+                self._apply_settings(changes)
+                if self.recorder is not None:
+                    self.recorder.switch_settings(step + 1, changes, command_id=command_id)
             if decision["stop"]:
                 self.stopped = True
                 control.should_training_stop = True
@@ -367,6 +373,9 @@ class RlabCallback(TrainerCallback):
         errors = self._annotate(groups, generation)
         if self.rewards is not None:
             metrics["reward_version"] = float(self.rewards.version.number)
+        lr, beta = self._settings()
+        metrics.update({"settings/lr": lr, "settings/beta": beta,
+                        "settings/version": float(self.recorder.settings_version)})
         judged = self._judged(generation)
         stored = self.recorder.record(StepRecord(step, groups, metrics, judged.results if judged else None, errors))
         self.last_step, self._stored_keys = step, set(stored)
@@ -427,7 +436,47 @@ class RlabCallback(TrainerCallback):
                 c.poll(step)
             self.recorder.writer.heartbeat(self.recorder.run.run_id, step)
         edit = self._check_edit(step) if c.pending_rewards is not None else None
-        return {"paused": c.paused and not c.stop, "stop": c.stop, "edit": edit}
+        return {"paused": c.paused and not c.stop, "stop": c.stop, "edit": edit,
+                "settings": self._check_settings(step)}
+
+    def _check_settings(self, step: int) -> list[tuple[int, dict[str, Any]]]:
+        """The pending ``rlab set`` commands this run can apply (``engine.settings.trl_changes``),
+        as (command id, changes); the others are rejected with the reason."""
+        assert self.recorder is not None
+        accepted = []
+        lr, beta = self._settings()
+        while self.recorder.controller.pending_settings:
+            command_id, payload = self.recorder.controller.pending_settings.pop(0)
+            try:
+                changes = trl_changes(payload.get("changes") or {}, lr=lr, beta=beta)
+                if "lr" in changes:
+                    _lambda_scheduler(self.trainer)
+            except (SettingsError, ValueError) as err:
+                self.recorder.reject_edit(command_id, step, str(err), what="settings")
+                continue
+            lr, beta = changes.get("lr", lr), changes.get("beta", beta)
+            accepted.append((command_id, changes))
+        return accepted
+
+    def _settings(self) -> tuple[float, float]:
+        """The trainer's schedule peak (its scheduler's base rate; before the first
+        step, GRPOConfig's learning_rate) and KL weight now (nan where it has none)."""
+        scheduler = getattr(self.trainer, "lr_scheduler", None)
+        lr = scheduler.base_lrs[0] if scheduler is not None else getattr(
+            getattr(self.trainer, "args", None), "learning_rate", math.nan)
+        return float(lr), float(getattr(self.trainer, "beta", math.nan))
+
+    def _apply_settings(self, changes: dict[str, Any]) -> None:
+        """Every process, at the same step end: the new schedule peak and KL weight."""
+        if "lr" in changes:
+            scheduler = _lambda_scheduler(self.trainer)
+            scheduler.base_lrs = [changes["lr"]] * len(scheduler.base_lrs)
+            # the rate of the next update: the new peak times the schedule's factor now (LambdaLR's rule)
+            for group, factor in zip(self.trainer.optimizer.param_groups,
+                                     (fn(scheduler.last_epoch) for fn in scheduler.lr_lambdas)):
+                group["lr"] = changes["lr"] * factor
+        if "beta" in changes:
+            self.trainer.beta = changes["beta"]
 
     def _check_edit(self, step: int) -> dict[str, Any] | None:
         """The pending set_rewards, once it passed the lab's gate (checked in a separate
@@ -472,6 +521,22 @@ class RlabCallback(TrainerCallback):
             step, version, rubric, from_step=step + 1, command_id=edit["command_id"],
             message=f"reward version {version} on {len(answers)} processes from step {step + 1}",
             processes={str(a["rank"]): version for a in answers})
+
+
+def _lambda_scheduler(trainer: Any) -> Any:
+    """The trainer's learning-rate scheduler, when it is a ``LambdaLR`` (the HF
+    Trainer's schedules are): its base rates can change between steps.
+
+    Raises:
+        ValueError: another scheduler (e.g. DeepSpeed's), whose rates this cannot rescale safely.
+    """
+    from torch.optim.lr_scheduler import LambdaLR
+
+    scheduler = getattr(trainer, "lr_scheduler", None)
+    if not isinstance(scheduler, LambdaLR):
+        raise ValueError(f"lr: the trainer's scheduler is {type(scheduler).__name__}, not a LambdaLR, so its rates "
+                         "cannot be rescaled safely between steps; set learning_rate in GRPOConfig and restart")
+    return scheduler
 
 
 def _file_version(path: Path) -> RubricVersion:

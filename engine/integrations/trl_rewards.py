@@ -49,8 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from rlab.engine.integrations.trl_ranks import Ranks
-from rlab.engine.rewards.rubric import DEFAULT_TIMEOUT_S, ScoreResult
+from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring_process import RubricVersion, ScoringProcess
+from rlab.engine.rewards.time_limits import DEFAULT_TIMEOUT_S
 
 #: Keyword arguments TRL passes that are not dataset columns.
 TRL_KWARGS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra",

@@ -19,15 +19,19 @@ user, with the user's files, network and environment: ``os.system`` works.
 Run reward files you would run yourself.
 
 What reward code prints to stdout or stderr never reaches a terminal or
-log raw: a reader thread keeps the last :data:`STDERR_TAIL_BYTES` (for
-error messages: a time-out's stuck line) and passes at most
-:data:`LOG_BUDGET_BYTES` per child on to this process's ``sys.stderr``,
-whose credentials the engine scrubs (``store.secrets.scrub_streams``); the
-rest is counted and dropped with one line saying so.
+log raw: a reader thread scrubs it of credentials as a whole stream
+(``store.secrets.StreamScrubber``: a key split between two reads is still
+one key), keeps the last :data:`STDERR_TAIL_CHARS` (for error messages: a
+time-out's stuck line) and passes at most :data:`LOG_BUDGET_BYTES` on to
+this process's ``sys.stderr`` (``rlab reward``'s own, or the engine's log)
+per :class:`UserCodeProcess`, whatever number of children it starts (a run's
+scoring process: a reward that kills its worker every step gets no fresh
+allowance with the next one); the rest is dropped with one line saying so.
 """
 
 from __future__ import annotations
 
+import codecs
 import collections
 import json
 import os
@@ -41,11 +45,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rlab.store.secrets import StreamScrubber
+
 #: Address-space cap of a check or scoring process, MiB (resource.RLIMIT_AS).
 DEFAULT_MEMORY_MB = 2048
-#: Bytes of the child's output kept for error messages (the end of a traceback).
-STDERR_TAIL_BYTES = 16 * 1024
-#: Bytes of the child's output passed on to the log, per child process.
+#: Characters of the child's output kept for error messages (the end of a traceback).
+STDERR_TAIL_CHARS = 16 * 1024
+#: Bytes of reward code's output passed on to the log, per UserCodeProcess (all its children).
 LOG_BUDGET_BYTES = 64 * 1024
 
 #: Child module that serves the requests.
@@ -66,41 +72,71 @@ def cap_memory(memory_mb: int = DEFAULT_MEMORY_MB) -> Callable[[], None]:
     return apply
 
 
+class LogAllowance:
+    """The bytes of reward code's output one owner may still pass on to the log,
+    shared by every child process it starts (thread-safe: a dying child's
+    reader and its successor's may run at once).
+
+    Args:
+        total: bytes in all.
+    """
+
+    def __init__(self, total: int = LOG_BUDGET_BYTES) -> None:
+        self.total, self._left = total, total
+        #: Whether some output was dropped already (the line saying so is written once).
+        self.spent = False
+        self._lock = threading.Lock()
+
+    def take(self, data: bytes) -> tuple[bytes, bool]:
+        """The part of ``data`` still allowed, and whether ``data`` is where the allowance ran out."""
+        with self._lock:
+            shown = data[:self._left]
+            self._left -= len(shown)
+            ran_out = len(shown) < len(data) and not self.spent
+            self.spent = self.spent or ran_out
+            return shown, ran_out
+
+
 class OutputTap:
-    """Reads a child's output stream on a thread: keeps its tail, logs a bounded share.
+    """Reads a child's output stream on a thread: scrubs it, keeps its tail, logs a bounded share.
 
     Args:
         stream: the child's stderr pipe (binary).
-        log: where the first ``budget`` bytes go (text), e.g. ``sys.stderr``.
-        budget: bytes passed on to ``log`` at most; the rest is counted.
+        log: where the allowed share goes (text), e.g. ``sys.stderr``.
+        allowance: the owner's :class:`LogAllowance` (default: a fresh one).
     """
 
-    def __init__(self, stream: Any, log: Any, budget: int = LOG_BUDGET_BYTES) -> None:
-        self._stream, self._log, self._budget = stream, log, budget
-        self._tail: collections.deque[bytes] = collections.deque()
-        self._tail_bytes = 0
-        self.dropped = 0
+    def __init__(self, stream: Any, log: Any, allowance: LogAllowance | None = None) -> None:
+        self._stream, self._log = stream, log
+        self._allowance = LogAllowance() if allowance is None else allowance
+        # Decoded as one stream: a character split between two reads stays one character.
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._scrubber = StreamScrubber()
+        self._tail: collections.deque[str] = collections.deque()
+        self._tail_chars = 0
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._pump, daemon=True, name="reward-output")
         self._thread.start()
 
     def _pump(self) -> None:
         for chunk in iter(lambda: self._stream.read1(8192), b""):
-            with self._lock:
-                self._tail.append(chunk)
-                self._tail_bytes += len(chunk)
-                while self._tail_bytes - len(self._tail[0]) >= STDERR_TAIL_BYTES:
-                    self._tail_bytes -= len(self._tail.popleft())
-            self._forward(chunk)
-        if self.dropped:
-            self._write(f"[reward code printed {self.dropped} more bytes; not logged]\n")
+            self._take(self._scrubber.feed(self._decoder.decode(chunk)))
+        self._take(self._scrubber.feed(self._decoder.decode(b"", final=True)) + self._scrubber.close())
 
-    def _forward(self, chunk: bytes) -> None:
-        shown = chunk[:max(self._budget, 0)]
-        self._budget -= len(shown)
-        self.dropped += len(chunk) - len(shown)
+    def _take(self, text: str) -> None:
+        """Keep scrubbed ``text`` in the tail and pass on what the allowance allows."""
+        if not text:
+            return
+        with self._lock:
+            self._tail.append(text)
+            self._tail_chars += len(text)
+            while self._tail_chars - len(self._tail[0]) >= STDERR_TAIL_CHARS:
+                self._tail_chars -= len(self._tail.popleft())
+        shown, ran_out = self._allowance.take(text.encode("utf-8"))
         if shown:
-            self._write(shown.decode("utf-8", "replace"))
+            self._write(shown.decode("utf-8", "ignore"))
+        if ran_out:
+            self._write(f"\n[reward code printed more than {self._allowance.total} bytes; the rest is not logged]\n")
 
     def _write(self, text: str) -> None:
         try:
@@ -110,11 +146,11 @@ class OutputTap:
             pass
 
     def tail(self, wait_s: float = 1.0) -> str:
-        """The last :data:`STDERR_TAIL_BYTES` of the output, as text (after the
+        """The last :data:`STDERR_TAIL_CHARS` of the output, scrubbed (after the
         stream closed, or ``wait_s`` seconds)."""
         self._thread.join(wait_s)
         with self._lock:
-            return b"".join(self._tail)[-STDERR_TAIL_BYTES:].decode("utf-8", "replace")
+            return "".join(self._tail)[-STDERR_TAIL_CHARS:]
 
 
 class UserCodeProcess:
@@ -128,6 +164,7 @@ class UserCodeProcess:
     def __init__(self, memory_mb: int = DEFAULT_MEMORY_MB, log: Any = None) -> None:
         self.memory_mb = memory_mb
         self._log = log
+        self._allowance = LogAllowance()
         self._proc: subprocess.Popen[bytes] | None = None
         self._tap: OutputTap | None = None
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
@@ -183,7 +220,7 @@ class UserCodeProcess:
                 [sys.executable, "-P", "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, cwd=self._scratch.name, preexec_fn=cap_memory(self.memory_mb),
                 start_new_session=True)
-            self._tap = OutputTap(self._proc.stderr, self._log or sys.stderr)
+            self._tap = OutputTap(self._proc.stderr, self._log or sys.stderr, self._allowance)
         return self._proc
 
     def kill(self) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 from rlab.engine.rewards.helpers import ENV_REWARDS_KEY
 from rlab.engine.rewards.judge.mix import JudgedStep, judge_groups
 from rlab.engine.rewards.judge.ruler import RulerJudge
-from rlab.engine.rewards.rubric import ScoreResult
+from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.signatures import COMPLETION_IDS_KEY
 from rlab.engine.rewards.turns import check_step_rewards, turn_rewards
 from rlab.engine.types import Example, Rollouts

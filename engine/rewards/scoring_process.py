@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlab.engine.rewards.child import DEFAULT_MEMORY_MB, UserCodeProcess
-from rlab.engine.rewards.rubric import DEFAULT_TIMEOUT_S, Rubric, ScoreResult
+from rlab.engine.rewards.rubric import Rubric
+from rlab.engine.rewards.score_result import ScoreResult
+from rlab.engine.rewards.time_limits import DEFAULT_TIMEOUT_S
 from rlab.engine.rewards.worker import scoring_limit
 
 

@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from rlab.engine.rewards.rubric import ScoreResult
+from rlab.engine.rewards.score_result import ScoreResult
 
 
 class TurnRewardError(ValueError):

@@ -4,7 +4,8 @@ Run as ``python -P -m rlab.engine.rewards.worker`` by
 ``engine.rewards.child.UserCodeProcess``. It reads one JSON request per line
 on stdin and answers one JSON line on a private copy of stdout (what reward
 code prints goes to stderr, which the parent reads). It imports only
-``engine.rewards.rubric``, so it starts fast. Two kinds of request:
+``engine.rewards.rubric`` and the small modules it is built from, so it
+starts fast. Two kinds of request:
 
 - ``{"kind": "score", "source", "filename", "weights", "examples",
   "completions", "timeout_s"}``: score one batch with a rubric version (the
@@ -34,7 +35,8 @@ import os
 import sys
 from typing import Any
 
-from rlab.engine.rewards.rubric import Rubric, RubricError, load_rubric
+from rlab.engine.rewards.rubric import Rubric, load_rubric
+from rlab.engine.rewards.rubric_errors import RubricError
 
 
 def scoring_limit(timeout_s: float) -> float:
@@ -71,7 +73,7 @@ def check_source(source: str, groups: list[list[Any]], timeout_s: float, filenam
 
     Returns:
         ``{"results", "weights", "sha256"}`` or ``{"failure": {...}}`` when
-        the file does not load (see :class:`engine.rewards.rubric.RubricError`).
+        the file does not load (see :class:`engine.rewards.rubric_errors.RubricError`).
         Exits the process (status 1, traceback on stderr) past a time limit.
     """
     faulthandler.dump_traceback_later(timeout_s, exit=True)  # import-time hangs

@@ -10,14 +10,15 @@ call per turn (:mod:`rlab.engine.rollout.episodes`). Both give
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from rlab.engine.config import RunConfig
 from rlab.engine.success import SuccessRule
-from rlab.engine.rewards.rubric import ScoreResult
+from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring import Scorer, scorer_examples
 from rlab.engine.rollout.episodes import run_groups
 from rlab.engine.types import Example, Message, Rollouts, Sample, Sampler, Trajectory, Turn
@@ -63,13 +64,16 @@ class HeldOut:
     total reward (nan when a score errored). components: each reward
     function's mean unweighted value, by name (errored scores left out).
     num_examples: how many examples were evaluated (pass@1's denominator, so
-    a reader can tell a fall from sampling noise).
+    a reader can tell a fall from sampling noise). outcomes: each example's
+    id and verdict (True / False, None for no verdict), in order: what pairs
+    two runs' evals example by example (``rlab compare --from-step``).
     """
 
     pass_at_1: float
     reward: float
     components: dict[str, float]
     num_examples: int
+    outcomes: list[tuple[Any, bool | None]] = field(default_factory=list)
 
     def metrics(self) -> dict[str, float]:
         """As step metrics: ``eval/pass_at_1``, ``eval/reward``, ``eval/rewards/{name}/mean``
@@ -81,8 +85,8 @@ class HeldOut:
         return {k: v for k, v in values.items() if not math.isnan(v)}
 
 
-def held_out(scores: list[ScoreResult], success: SuccessRule) -> HeldOut:
-    """The held-out figures of greedy ``scores`` (one per example)."""
+def held_out(scores: list[ScoreResult], success: SuccessRule, example_ids: list[Any] | None = None) -> HeldOut:
+    """The held-out figures of greedy ``scores`` (one per example, of ``example_ids``)."""
     clean = [s for s in scores if s.error is None]
     errored = len(clean) < len(scores)
     names = dict.fromkeys(name for s in clean for name in s.components)
@@ -91,7 +95,8 @@ def held_out(scores: list[ScoreResult], success: SuccessRule) -> HeldOut:
         reward=float("nan") if errored or not scores else float(np.mean([s.reward for s in scores])),
         components={name: float(np.mean([s.components[name] for s in clean if name in s.components]))
                     for name in names},
-        num_examples=len(scores))
+        num_examples=len(scores),
+        outcomes=list(zip(example_ids, (success.passed(s) for s in scores))) if example_ids is not None else [])
 
 
 def _single_turn(messages: list[Message], prompt_ids: list[int], sample: Sample,
@@ -146,4 +151,5 @@ class Rollout:
         """Held-out greedy evaluation: one greedy trajectory per example, scored
         by ``rubric``, solved by ``success`` (for multi-step: solved episodes)."""
         rollouts = self.play(examples, group_size=1, temperature=0.0)
-        return held_out(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()), success)
+        return held_out(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()), success,
+                        [example["id"] for example in examples])

@@ -13,6 +13,7 @@ from types import ModuleType
 from rlab.store.formats import art, inspect_eval, trl, verifiers, verl
 from rlab.store.formats.base import FormatError, ImportedRun
 from rlab.store.formats.write import ImportSummary, write_imported
+from rlab.store.records import check_run_name
 
 FORMATS: dict[str, ModuleType] = {
     trl.NAME: trl,
@@ -64,8 +65,14 @@ def import_path(path: str | Path, db: str | Path, *, name: str | None = None,
 
     Raises:
         FileNotFoundError, FormatError: as :func:`read_path`.
-        ValueError: ``name`` is already taken in ``db``.
+        ValueError: ``name`` is already taken in ``db``, or is no run name
+            (``store.records.check_run_name``: the rule ``rlab run`` applies).
     """
+    if name is not None:
+        try:
+            check_run_name(name)
+        except ValueError as err:
+            raise ValueError(f"--name {name}: {err}") from None
     return write_imported(db, read_path(path, format), name=name)
 
 

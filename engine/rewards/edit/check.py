@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from rlab.engine.rewards.child import UserCodeProcess
 from rlab.engine.rewards.edit.compare import DryRunReport, compare_groups
-from rlab.engine.rewards.rubric import DEFAULT_TIMEOUT_S
+from rlab.engine.rewards.time_limits import DEFAULT_TIMEOUT_S
 from rlab.engine.rewards.worker import scoring_limit
 
 

@@ -12,7 +12,6 @@ rejected edit raises :class:`EditRejected` with the reason.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,12 @@ from rlab.engine.rewards.edit.compare import DryRunReport
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected
 from rlab.engine.rewards.edit.stored import recent_groups
 from rlab.engine.success import SuccessError, SuccessRule
-from rlab.store.control import send_command
+from rlab.store.control import LIVE_STATUSES, send_command, wait_for_command
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
+from rlab.store.secrets import scrub_text
 from rlab.store.writer import StoreWriter
-
-#: Run states in which the engine reads commands.
-LIVE = ("running", "paused")
 
 
 @dataclass
@@ -102,13 +99,14 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
             result.weights, str(file), edit=True)
     except SuccessError as err:
         raise EditRejected(f"{file} not applied: {err}") from None
-    text = f"{result.message}\n{dry_run_text(report, groups)}"
+    # printed on this command's own streams, which are not the engine's scrubbed log; an error may quote a key
+    text = scrub_text(f"{result.message}\n{dry_run_text(report, groups)}")
     if dry_run:
         return Submitted(text, "dry-run")
-    if row["status"] not in LIVE:
+    if row["status"] not in LIVE_STATUSES:
         return _for_resume(db, reader, row, source, result.weights, text)
     command_id = send_command(db, row["id"], "set_rewards", {"source": source, "weights": result.weights})
-    return _await(reader, row, command_id, text, wait_s)
+    return _await(row, Path(db), command_id, text, wait_s)
 
 
 def _for_resume(db: Path, reader: StoreReader, row: RunRow, source: str, weights: dict[str, float],
@@ -128,30 +126,14 @@ def _for_resume(db: Path, reader: StoreReader, row: RunRow, source: str, weights
                      "for resume", version=version)
 
 
-#: How long (seconds) to wait on a paused run: an engine that applies edits while
-#: paused (a TRL run's attachment) answers within it; ours answers at its next step.
-PAUSED_WAIT_S = 3.0
-
-
-def _await(reader: StoreReader, row: RunRow, command_id: int, text: str, wait_s: float) -> Submitted:
-    """Wait for the engine to resolve the command: up to ``wait_s`` seconds while the
-    run is running, :data:`PAUSED_WAIT_S` while it is paused."""
-    start = time.monotonic()
-    while (status := _status(reader, row["id"])) in LIVE and time.monotonic() - start < (
-            wait_s if status == "running" else min(wait_s, PAUSED_WAIT_S)):
-        command = next(c for c in reader.commands(row["id"]) if c["id"] == command_id)
-        if command["status"] == "rejected":
-            raise EditRejected(f"the engine rejected the edit: {command['message']}")
-        if command["status"] == "applied":
-            version = reader.reward_versions(row["id"])[-1]["version"]
-            return Submitted(f"{text}\napplied: reward version {version} from the next step",
-                             "applied", command_id, version)
-        time.sleep(0.2)
-    return Submitted(f"{text}\nqueued (command {command_id}): the engine applies it at its next step "
-                     "boundary once the run goes on", "queued", command_id)
-
-
-def _status(reader: StoreReader, run_id: int) -> str | None:
-    """The run's status now (None if the run is gone)."""
-    run = reader.run(run_id)
-    return None if run is None else run["status"]
+def _await(row: RunRow, db: Path, command_id: int, text: str, wait_s: float) -> Submitted:
+    """Wait for the engine to resolve the command (``store.control.wait_for_command``)."""
+    command = wait_for_command(db, row["id"], command_id, wait_s)
+    if command is None:
+        return Submitted(f"{text}\nqueued (command {command_id}): the engine applies it at its next step "
+                         "boundary once the run goes on", "queued", command_id)
+    if command["status"] == "rejected":
+        raise EditRejected(f"the engine rejected the edit: {command['message']}")
+    with StoreReader(db) as reader:
+        version = reader.reward_versions(row["id"])[-1]["version"]
+    return Submitted(f"{text}\napplied: reward version {version} from the next step", "applied", command_id, version)

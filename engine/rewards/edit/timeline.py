@@ -8,7 +8,9 @@ for a stopped or failed run (``rlab reward`` on a run that is not running:
 the way out of a version that made it diverge) is an edit at the step the
 next resume starts from. The plan follows the events in order: an edit at
 step s replaces whatever the plan said from s on; a replayed edit (one a
-resume re-applied, ``replayed`` in its payload) changes nothing.
+resume re-applied, ``replayed`` in its payload) changes nothing. A fork
+(``engine.fork``) starts at step k + 1 on the version its ``fork`` event
+(at step k) names.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ def reward_plan(events: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
     plan = [(1, 1)]
     for event in events:
         payload = event.get("payload") or {}
+        if event.get("kind") == "fork":
+            plan = [(1, int(payload["reward_version"]))]
+            continue
         if event.get("kind") != "reward_edit" or payload.get("replayed") or event.get("step") is None:
             continue
         step, version = int(event["step"]), int(payload["version"])

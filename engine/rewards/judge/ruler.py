@@ -3,24 +3,23 @@
 RULER (Relative Universal LLM-Elicited Rewards, OpenPipe ART, 2025): the
 judge sees all G trajectories of a group side by side and gives each a score
 in [0, 1]; GRPO only needs scores that rank well *within* a group. The
-messages every trajectory shares at its start are sent once, as context; each
-trajectory's remainder is tagged with its id ("1" .. "G"). The answer is
-``{"scores": [{"trajectory_id": "1", "explanation": "...", "score": 0.0}]}``.
+prompt is ``engine.rewards.judge.prompt``'s; the answer, its schema and how
+it is read are ``engine.rewards.judge.answer``'s.
 
 Works against any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM's
 ``vllm serve``, Ollama, llama.cpp's server) through ``openai.AsyncOpenAI``.
 Robustness rules (see :class:`RulerJudge`): scores are matched by
 trajectory_id, never by position; out-of-range scales are rescaled by a fixed
-rule (:func:`normalize_scores`); prose around the JSON is tolerated; bad
-answers and transient HTTP errors are retried with backoff; a group that
-still fails comes back with ``scores=None`` and an error, never dropped.
+rule; prose around the JSON is tolerated; transient HTTP errors and failed
+connections are retried by the openai client (its backoff, the server's
+``Retry-After``), time-outs and answers the judge cannot read by this
+module, with backoff; a group that still fails comes back with
+``scores=None`` and an error, never dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import os
 import random
 import time
@@ -29,83 +28,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rlab.engine.config import JudgeSettings
+from rlab.engine.rewards.judge.answer import (EXPLANATION_MAX_CHARS, JudgeAnswer, JudgeAnswerError, ScoredTrajectory,
+                                              answer_schema, answer_token_budget, extract_json_object,
+                                              normalize_scores, parse_answer, response_format)
 from rlab.engine.rewards.judge.cache import JudgeCache, default_cache_dir, request_hash
+from rlab.engine.rewards.judge.http_client import AttemptLog, JudgeHttpClient
+from rlab.engine.rewards.judge.prompt import (DEFAULT_RUBRIC, Message, build_judge_messages, shared_prefix_length,
+                                              validate_trajectories)
 
-Message = dict[str, Any]
+#: The judge's public names. This module stays the one a script imports the judge
+#: from, as it was before the prompt and the answer got modules of their own.
+__all__ = ["DEFAULT_RUBRIC", "EXPLANATION_MAX_CHARS", "JudgeAnswer", "JudgeAnswerError", "JudgeResult", "Message",
+           "RulerJudge", "ScoredTrajectory", "answer_schema", "answer_token_budget", "build_judge_messages",
+           "extract_json_object", "normalize_scores", "parse_answer", "response_format", "shared_prefix_length",
+           "validate_trajectories"]
 
-#: Default grading standards (the rubric); replace it with ``rubric=``.
-DEFAULT_RUBRIC = """\
-- A trajectory that reaches the goal must score clearly higher than one that does not.
-- Between two that reach it, the one that does so more directly, correctly and \
-helpfully scores higher.
-- Score differences should match quality differences: small gaps for slightly \
-better, large gaps for much better.
-- Partial progress toward the goal earns partial credit."""
-
-_INSTRUCTIONS = """\
-You are judging trajectories that were all given the same goal. Read each one \
-and give it a score between 0 and 1 (1 is best) with a short explanation \
-(one sentence). \
-Compare the trajectories with one another: what matters is that better \
-trajectories get higher scores. Infer the goal from the context. Answer in JSON: \
-{{"scores": [{{"trajectory_id": "1", "explanation": "...", "score": 0.0}}, ...]}}
-
-Grading standards:
-{rubric}"""
-
-_ANSWER_IN_PROMPT = """\
-Answer with only a JSON object, no other text, of exactly this form, with one \
-entry per trajectory id and each score between 0 and 1:
-{{"scores": [{{"trajectory_id": "1", "explanation": "...", "score": 0.0}}]}}
-The JSON schema of the answer: {schema}"""
-
-#: Longest explanation the JSON schema allows, characters: a small local
-#: judge left unbounded wrote 1,500-2,400 tokens per group and was cut off
-#: mid-explanation (issue 14).
-EXPLANATION_MAX_CHARS = 200
-#: Answer tokens allowed per trajectory: the explanation at a pessimistic
-#: 2 characters per token plus ~40 tokens of JSON keys, id, score and
-#: whitespace (vLLM's guided JSON lets the model indent); see :func:`answer_token_budget`.
-TOKENS_PER_TRAJECTORY = EXPLANATION_MAX_CHARS // 2 + 40
 #: ``JudgeResult.response_mode`` values: the JSON schema sent as
 #: ``response_format``, the schema in the prompt (a server that refused
 #: response_format), or an answer from the disk cache.
 RESPONSE_MODES = ("json_schema", "prompt", "cache")
-
-#: HTTP statuses worth another try (as the openai client's own retry rule).
-_RETRY_STATUSES = frozenset({408, 409, 429})
-
-
-class ScoredTrajectory(BaseModel):
-    """The score of one trajectory (the docstrings and descriptions of these
-    models go to the judge inside the JSON schema)."""
-
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
-
-    trajectory_id: str = Field(description="The id of the trajectory, as tagged.")
-    explanation: str = Field(description="A short reason for the score.")
-    score: float = Field(description="Between 0 and 1; higher is better.")
-
-    @field_validator("trajectory_id", mode="before")
-    @classmethod
-    def _id_as_text(cls, value: Any) -> Any:
-        # Judges often answer 1 for "1"; ids are compared as stripped text.
-        return str(value).strip() if isinstance(value, (int, str)) else value
-
-
-class JudgeAnswer(BaseModel):
-    """One score per trajectory of the group."""
-
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
-
-    scores: list[ScoredTrajectory]
-
-
-class JudgeAnswerError(ValueError):
-    """The judge's text is not a usable answer (retried by :class:`RulerJudge`)."""
 
 
 @dataclass
@@ -121,7 +64,8 @@ class JudgeResult:
         raw: the judge's last raw answer text ("" if none arrived).
         model: the judge model name.
         request_hash: sha256 of the last request (the cache key).
-        attempts: HTTP requests made (0 for a cache hit).
+        attempts: HTTP requests made, the openai client's own retries
+            included (0 for a cache hit).
         latency_s: wall-clock seconds of the whole call, retries and backoff
             included.
         prompt_tokens / completion_tokens: usage summed over all attempts
@@ -130,7 +74,8 @@ class JudgeResult:
             model has no price; 0.0 for a cache hit.
         cached: the answer came from the disk cache.
         scale: the scale the judge answered on (1, 10 or 100; see
-            :func:`normalize_scores`); None when the call failed.
+            ``engine.rewards.judge.answer.normalize_scores``); None when the
+            call failed.
         attempt_errors: one message per failed attempt, oldest first.
         response_mode: how the last request asked for JSON: one of
             :data:`RESPONSE_MODES` (``judge_calls.response_mode`` in the store).
@@ -189,197 +134,6 @@ class JudgeResult:
         return [1 + sum(other > s for other in self.scores) for s in self.scores]
 
 
-def validate_trajectories(trajectories: Sequence[Sequence[Message]]) -> None:
-    """Check the input of :meth:`RulerJudge.score_group`.
-
-    Raises:
-        ValueError: the group is empty, a trajectory is empty, or a message is
-            not a dict with a ``role`` (OpenAI-style messages are expected).
-    """
-    if not trajectories:
-        raise ValueError("score_group needs at least one trajectory; got an empty group")
-    for i, trajectory in enumerate(trajectories):
-        if isinstance(trajectory, (str, bytes)) or not trajectory:
-            raise ValueError(
-                f"trajectory {i} must be a non-empty list of message dicts, got {trajectory!r:.80}"
-            )
-        for j, message in enumerate(trajectory):
-            if not isinstance(message, Mapping) or "role" not in message:
-                raise ValueError(
-                    f"trajectory {i}, message {j} must be a dict with 'role' and 'content', "
-                    f"got {message!r:.80}"
-                )
-
-
-def shared_prefix_length(trajectories: Sequence[Sequence[Message]]) -> int:
-    """Number of leading messages all trajectories share (compared as dicts).
-
-    Capped at the shortest trajectory's length minus one, so every trajectory
-    keeps at least its last message in its own tagged part.
-    """
-    limit = min(len(t) for t in trajectories) - 1
-    n = 0
-    while n < limit and all(t[n] == trajectories[0][n] for t in trajectories):
-        n += 1
-    return n
-
-
-def _as_lines(messages: Sequence[Message]) -> str:
-    return "\n".join(json.dumps(dict(m), ensure_ascii=False) for m in messages)
-
-
-def build_judge_messages(
-    trajectories: Sequence[Sequence[Message]], rubric: str, *, answer_in_prompt: bool
-) -> list[Message]:
-    """The judge's chat messages for one group (RULER's prompt layout).
-
-    A system message holds the instructions (with the answer's JSON form, for
-    servers that silently ignore ``response_format``) and the rubric; the user
-    message holds the shared leading messages once in ``<context>``, then each
-    trajectory's remainder in ``<trajectory id="k">`` (k = 1..G, input order),
-    one JSON message per line. With ``answer_in_prompt`` the user message also
-    demands JSON only and gives its full schema (for servers that refuse the
-    JSON-schema response format).
-    """
-    prefix = shared_prefix_length(trajectories)
-    parts = []
-    if prefix:
-        parts.append(f"<context>\n{_as_lines(trajectories[0][:prefix])}\n</context>")
-    parts.append("Trajectories:")
-    for k, trajectory in enumerate(trajectories, start=1):
-        parts.append(f'<trajectory id="{k}">\n{_as_lines(trajectory[prefix:])}\n</trajectory>')
-    if answer_in_prompt:
-        schema = json.dumps(answer_schema(len(trajectories)), separators=(",", ":"))
-        parts.append(_ANSWER_IN_PROMPT.format(schema=schema))
-    return [
-        {"role": "system", "content": _INSTRUCTIONS.format(rubric=rubric)},
-        {"role": "user", "content": "\n\n".join(parts)},
-    ]
-
-
-def answer_schema(group_size: int) -> dict[str, Any]:
-    """The JSON schema of a :class:`JudgeAnswer` for a group of ``group_size``.
-
-    Tighter than the model's own schema, so a server that enforces it
-    (vLLM's structured outputs, llama.cpp's grammar, Ollama's ``format``)
-    cannot ramble: exactly ``group_size`` entries, ids from "1" to
-    "group_size", scores in [0, 1], explanations at most
-    :data:`EXPLANATION_MAX_CHARS` characters.
-    """
-    schema = JudgeAnswer.model_json_schema()
-    entry = schema["$defs"]["ScoredTrajectory"]["properties"]
-    entry["trajectory_id"]["enum"] = [str(k) for k in range(1, group_size + 1)]
-    entry["explanation"]["maxLength"] = EXPLANATION_MAX_CHARS
-    entry["score"].update(minimum=0, maximum=1)
-    schema["properties"]["scores"].update(minItems=group_size, maxItems=group_size)
-    return schema
-
-
-def response_format(group_size: int) -> dict[str, Any]:
-    """The ``response_format`` asking for :func:`answer_schema` (``group_size`` entries).
-
-    ``strict`` is off: OpenAI's and Azure's strict mode refuse keywords such
-    as ``maxLength``, while vLLM, llama.cpp and Ollama enforce the schema
-    whatever the flag says.
-    """
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": "ruler_scores",
-            "strict": False,
-            "schema": answer_schema(group_size),
-        },
-    }
-
-
-def answer_token_budget(group_size: int) -> int:
-    """``max_tokens`` of a judge call: 64 + :data:`TOKENS_PER_TRAJECTORY` per trajectory.
-
-    Enough for the schema's longest answer; it bounds what a judge that
-    ignores the schema (or answers in prose first) can spend per group.
-    """
-    return 64 + TOKENS_PER_TRAJECTORY * group_size
-
-
-def extract_json_object(text: str) -> dict[str, Any]:
-    """The last JSON object in ``text`` that has a ``scores`` key.
-
-    Tolerates prose, code fences and reasoning before or after the JSON: every
-    ``{`` is tried with ``json.JSONDecoder.raw_decode``; the last decodable
-    object wins because reasoning comes before the final answer.
-
-    Raises:
-        JudgeAnswerError: no such object in ``text``.
-    """
-    decoder = json.JSONDecoder()
-    found = None
-    pos = text.find("{")
-    while pos != -1:
-        try:
-            value, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            pos = text.find("{", pos + 1)
-            continue
-        if isinstance(value, dict) and "scores" in value:
-            found = value
-            pos = text.find("{", end)
-        else:
-            pos = text.find("{", pos + 1)
-    if found is None:
-        raise JudgeAnswerError(f"no JSON object with 'scores' in the answer: {text[:200]!r}")
-    return found
-
-
-def normalize_scores(scores: Sequence[float]) -> tuple[list[float], int]:
-    """Bring a group's scores into [0, 1]; returns (scores, scale).
-
-    The rule (applied to the whole group, so the ranking never changes):
-    all scores in [0, 1] -> kept (scale 1); else all in [0, 10] -> divided by
-    10 (a 0-10 scale); else all in [0, 100] -> divided by 100 (a percentage).
-    A group whose scores are all in [0, 1] is always read as scale 1, even if
-    the judge meant 0-10 and gave only 0s and 1s.
-
-    Raises:
-        JudgeAnswerError: a score is negative, above 100, NaN or infinite.
-    """
-    bad = [s for s in scores if not math.isfinite(s) or s < 0 or s > 100]
-    if bad:
-        raise JudgeAnswerError(f"scores must be in [0, 1] (or a 0-10/0-100 scale); got {bad}")
-    top = max(scores, default=0.0)
-    scale = 1 if top <= 1 else 10 if top <= 10 else 100
-    return [s / scale for s in scores], scale
-
-
-def parse_answer(text: str | None, ids: Sequence[str]) -> tuple[list[float], list[str], int]:
-    """Scores and explanations in the order of ``ids``, and the scale used.
-
-    Entries are matched by trajectory_id, never by position.
-
-    Raises:
-        JudgeAnswerError: no JSON answer, wrong shape, an empty ``scores``
-            list, a missing, unknown or repeated id, or an out-of-range score.
-    """
-    if not text:
-        raise JudgeAnswerError("the judge returned no text")
-    try:
-        answer = JudgeAnswer.model_validate(extract_json_object(text))
-    except ValidationError as exc:
-        raise JudgeAnswerError(f"answer does not match the schema: {exc.errors()[:3]}") from exc
-    if not answer.scores:
-        raise JudgeAnswerError('the judge returned an empty list ({"scores": []})')
-    by_id: dict[str, ScoredTrajectory] = {}
-    for entry in answer.scores:
-        if entry.trajectory_id in by_id:
-            raise JudgeAnswerError(f"trajectory_id {entry.trajectory_id!r} is scored twice")
-        by_id[entry.trajectory_id] = entry
-    missing = [i for i in ids if i not in by_id]
-    unknown = sorted(set(by_id) - set(ids))
-    if missing or unknown:
-        raise JudgeAnswerError(f"trajectory ids missing: {missing}, unknown: {unknown}")
-    scores, scale = normalize_scores([by_id[i].score for i in ids])
-    return scores, [by_id[i].explanation for i in ids], scale
-
-
 def _refuses_response_format(exc: openai.APIStatusError) -> bool:
     # vLLM, llama.cpp and older servers answer 400/422, most naming the parameter,
     # some not ("Bad Request"): any 400/422 to a structured request earns one
@@ -388,54 +142,16 @@ def _refuses_response_format(exc: openai.APIStatusError) -> bool:
     return exc.status_code in (400, 422)
 
 
-def _is_transient(exc: Exception) -> bool:
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    return isinstance(exc, openai.APIStatusError) and (
-        exc.status_code in _RETRY_STATUSES or exc.status_code >= 500
-    )
-
-
-#: What to do about the permanent HTTP errors people hit first.
-_FIXES = {
-    401: " (fix: pass api_key or set OPENAI_API_KEY)",
-    404: " (fix: check base_url, which ends in /v1, and the model name the server serves)",
-}
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, openai.APITimeoutError):
-        return "request timed out"
-    if isinstance(exc, openai.APIStatusError):
-        # the client prefixes "Error code: N - "; the server's own message is in the body
-        body = exc.body if isinstance(exc.body, dict) else {}
-        message = body.get("message") or exc.message
-        return f"HTTP {exc.status_code}: {message}{_FIXES.get(exc.status_code, '')}"
-    if isinstance(exc, openai.APIConnectionError):
-        return f"connection failed (is the judge server up at base_url?): {exc.__cause__ or exc}"
-    return str(exc)
-
-
-def _retry_after_s(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 @dataclass
 class _Tally:
     """What one score_group call has spent and seen so far."""
 
-    attempts: int = 0
+    http: AttemptLog = field(default_factory=AttemptLog)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     raw: str = ""
     key: str = ""
     mode: str = "json_schema"
-    errors: list[str] = field(default_factory=list)
 
 
 class RulerJudge:
@@ -449,20 +165,30 @@ class RulerJudge:
             for Ollama); None means OpenAI (or ``$OPENAI_BASE_URL``).
         api_key: None falls back to ``$OPENAI_API_KEY``, then to ``"EMPTY"``
             (local servers need no key). It is never logged nor put in results.
-        rubric: grading standards in plain text; None uses :data:`DEFAULT_RUBRIC`.
+        rubric: grading standards in plain text; None uses
+            ``engine.rewards.judge.prompt.DEFAULT_RUBRIC``.
         max_retries: retries after the first attempt (so up to max_retries + 1
-            requests) for HTTP 408/409/429/5xx, time-outs, connection errors
-            and unusable answers. Other HTTP errors (401, 404, ...) fail at once.
-        timeout_s: per-request time-out, seconds.
+            requests in all) for HTTP 408/409/429/5xx, time-outs, connection
+            errors and unusable answers. Other HTTP errors (401, 404, ...) fail
+            at once. HTTP errors and failed connections are retried by the
+            openai client, given what is left of this budget; time-outs and
+            unusable answers by the judge.
+        timeout_s: per-request time limit, seconds, from connecting to the
+            last byte (``engine.rewards.judge.http_client``).
         prices: model -> (USD per 1M input tokens, USD per 1M output tokens);
             without an entry for ``model`` the cost is None.
         cache_dir: where answers are cached; None is
             :func:`engine.rewards.judge.cache.default_cache_dir`.
         use_cache: False skips the disk cache entirely.
-        backoff_base_s / backoff_max_s: the k-th retry waits
-            ``min(backoff_max_s, backoff_base_s * 2**(k-1)) * U(1, 2)`` seconds
-            (exponential backoff with jitter), or the server's ``Retry-After``
-            when that is larger, capped at ``backoff_max_s``.
+        backoff_base_s / backoff_max_s: after a time-out or an unusable
+            answer, the k-th retry waits
+            ``min(backoff_max_s, backoff_base_s * 2**(k-1)) * U(1, 2)``
+            seconds, capped at ``backoff_max_s`` (exponential backoff with
+            jitter). A retry of an HTTP error or a failed connection waits as
+            the openai client decides, which has no public setting for it:
+            the server's ``Retry-After`` (or ``retry-after-ms``) up to 2
+            minutes (a longer one is not retried), else 0.5 s doubling per
+            retry up to 8 s, less up to 25 % jitter.
 
     If the server rejects the JSON-schema ``response_format`` (HTTP 400/422
     naming it), the judge switches, for the rest of its life, to asking for
@@ -534,9 +260,10 @@ class RulerJudge:
     def _client_here(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
+            # timeout=None: the time limit is JudgeHttpClient's, whose time-outs the client does not retry
             self._client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, max_retries=0,
-                timeout=self.timeout_s,
+                api_key=self._api_key, base_url=self.base_url, max_retries=self.max_retries,
+                timeout=None, http_client=JudgeHttpClient(self.timeout_s),
             )
             self._client_loop = loop
         return self._client
@@ -626,11 +353,9 @@ class RulerJudge:
         per_input, per_output = self.prices[self.model]
         return (prompt_tokens * per_input + completion_tokens * per_output) / 1e6
 
-    def _backoff_s(self, failures: int, exc: Exception | None) -> float:
+    def _backoff_s(self, failures: int) -> float:
         delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (failures - 1))
-        delay *= 1.0 + self._random.random()
-        hinted = _retry_after_s(exc) if exc is not None else None
-        return min(self.backoff_max_s, max(delay, hinted or 0.0))
+        return min(self.backoff_max_s, delay * (1.0 + self._random.random()))
 
     def _from_cache(self, key: str) -> JudgeResult | None:
         entry = self.cache.get(key) if self.cache is not None else None
@@ -670,25 +395,32 @@ class RulerJudge:
             result = JudgeResult(
                 scores=None,
                 explanations=[],
-                error=f"judge failed after {tally.attempts} attempt(s): {tally.errors[-1]}",
+                error=f"judge failed after {tally.http.attempts} attempt(s): {tally.http.errors[-1]}",
                 raw=tally.raw,
                 model=self.model,
                 request_hash=tally.key,
             )
-        result.attempts = tally.attempts
+        result.attempts = tally.http.attempts
         result.latency_s = time.perf_counter() - started
         result.prompt_tokens = tally.prompt_tokens
         result.completion_tokens = tally.completion_tokens
         result.cost_usd = self._cost(tally.prompt_tokens, tally.completion_tokens)
-        result.attempt_errors = tally.errors
+        result.attempt_errors = tally.http.errors
         result.response_mode = tally.mode
         return result
 
     async def _until_done(
         self, client: openai.AsyncOpenAI, trajectories: Sequence[Sequence[Message]], tally: _Tally
     ) -> JudgeResult | None:
-        """Attempts with backoff until an answer, a cache hit, a permanent
-        error or the last retry; None means failed (reasons in ``tally``)."""
+        """Attempts until an answer, a cache hit, an HTTP error the openai
+        client gave up on, or the last retry; None means failed (reasons in
+        ``tally``).
+
+        The openai client retries HTTP errors and failed connections; this
+        loop retries time-outs and answers it cannot read. ``failures``
+        counts the failed requests so far, the client's retries included, so
+        both share ``max_retries``.
+        """
         failures = 0
         while True:
             request = self._request(trajectories)
@@ -698,31 +430,36 @@ class RulerJudge:
             if (hit := self._from_cache(tally.key)) is not None:
                 tally.mode = "cache"
                 return hit
+            sent_before = tally.http.attempts
+            retrying = client.with_options(max_retries=self.max_retries - failures)
             try:
-                return await self._attempt(client, request, len(trajectories), tally)
+                return await self._attempt(retrying, request, len(trajectories), tally)
             except openai.APIStatusError as exc:
                 if self.use_response_format and _refuses_response_format(exc):
                     self.use_response_format = False
-                    tally.errors.append(f"{_describe(exc)} (re-sent asking for JSON in the prompt)")
+                    # JudgeHttpClient logged the refusal itself
+                    tally.http.errors[-1] += " (re-sent asking for JSON in the prompt)"
+                    failures += tally.http.attempts - sent_before - 1  # the switch uses up no retry
                     continue
-                tally.errors.append(_describe(exc))
-                if not _is_transient(exc):
-                    return None
-                failure: Exception = exc
-            except (openai.APIConnectionError, JudgeAnswerError) as exc:
-                tally.errors.append(_describe(exc))
-                failure = exc
-            failures += 1
+                return None  # permanent, or the client's retries ran out (each response logged)
+            except openai.APIConnectionError:  # the client's retries ran out (each failure logged)
+                return None
+            except TimeoutError:  # JudgeHttpClient's limit, which the client does not retry (logged)
+                pass
+            except JudgeAnswerError as exc:
+                tally.http.errors.append(str(exc))
+            failures += tally.http.attempts - sent_before
             if failures > self.max_retries:
                 return None
-            await asyncio.sleep(self._backoff_s(failures, failure))
+            await asyncio.sleep(self._backoff_s(failures))
 
     async def _attempt(
         self, client: openai.AsyncOpenAI, request: dict[str, Any], group_size: int, tally: _Tally
     ) -> JudgeResult:
-        """One request; raises openai errors or :class:`JudgeAnswerError`."""
-        tally.attempts += 1
-        response = await client.chat.completions.create(**request)
+        """One request (with the client's retries); raises openai errors,
+        ``TimeoutError`` or :class:`JudgeAnswerError`."""
+        with tally.http.watching():
+            response = await client.chat.completions.create(**request)
         if response.usage is not None:
             tally.prompt_tokens += response.usage.prompt_tokens or 0
             tally.completion_tokens += response.usage.completion_tokens or 0

@@ -1,0 +1,145 @@
+"""``rlab compare PARENT FORK --from-step N``: two training branches' held-out pass@1 at matched steps.
+
+A fork (``engine.fork``) and its parent number their steps alike, and every
+held-out evaluation stores each example's verdict (an ``eval`` event). So
+after the fork step the two branches' evals pair example by example at
+every step both evaluated. The locked room here is the held-out one: the
+eval split, the prompt, what counts as solved, and the eval's size and
+length limit; the reward functions and the training sampling may differ,
+since a branch exists to change them.
+
+Per matched step: both pass@1 over the examples both judged, the difference,
+and McNemar's exact test on the discordant examples (McNemar 1947; the
+paired test of ``rlab compare``). Over all matched steps: each example's
+pass rate across them, the mean difference and its paired bootstrap interval
+(Efron & Tibshirani 1993, ch. 13), examples resampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlab.engine.evaluation.compare import FieldDifference, locked_room
+from rlab.engine.evaluation.stats import Interval, mcnemar_exact, paired_bootstrap
+from rlab.store.reader import StoreReader, resolve_run
+from rlab.store.rows import RunRow
+
+#: What two branches' held-out evals must share to be compared.
+HELD_OUT_FIELDS = ("eval_split", "prompt", "success", "held_out")
+
+
+@dataclass(frozen=True)
+class MatchedStep:
+    """One step both branches evaluated: pass@1 of A and B over the ``n`` examples
+    both judged, B - A, McNemar's exact p, and the discordant counts."""
+
+    step: int
+    n: int
+    pass_at_1_a: float
+    pass_at_1_b: float
+    difference: float
+    mcnemar_p: float
+    gained: int
+    lost: int
+
+
+@dataclass
+class BranchComparison:
+    """Two branches at matched steps after ``from_step`` (see the module doc).
+
+    differences: held-out room fields that differ (empty: comparable).
+    steps: the matched steps, in order. pooled_*: each example's pass rate
+    over the matched steps, averaged; interval: the 95 % paired bootstrap
+    interval of their difference. reason: why there are no numbers.
+    """
+
+    run_a: dict[str, Any]
+    run_b: dict[str, Any]
+    from_step: int
+    differences: list[FieldDifference]
+    steps: list[MatchedStep] = field(default_factory=list)
+    pooled_a: float | None = None
+    pooled_b: float | None = None
+    interval: Interval | None = None
+    reason: str | None = None
+
+    @property
+    def comparable(self) -> bool:
+        """True when the branches' held-out evals are in one room."""
+        return not self.differences
+
+    def to_json(self) -> dict[str, Any]:
+        """As one JSON-ready object (``rlab compare --json``), with ``comparable``."""
+        return asdict(self) | {"comparable": self.comparable}
+
+
+def held_out_room(run: RunRow) -> dict[str, Any]:
+    """The manifest fields a run's held-out pass@1 depends on."""
+    manifest, config = run["manifest"] or {}, run["config"] or {}
+    return {"eval_split": (manifest.get("dataset") or {}).get("eval_sha256"), "prompt": manifest.get("prompt"),
+            "success": (manifest.get("scorer") or {}).get("success"),
+            "held_out": {"eval_size": config.get("eval_size"), "max_new_tokens": config.get("max_new_tokens")}}
+
+
+def fork_step(a: RunRow, b: RunRow) -> int | None:
+    """The step one run forked from the other at, or None when neither is the other's fork."""
+    for parent, child in ((a, b), (b, a)):
+        if child.get("parent_id") == parent["id"]:
+            return child.get("fork_step")
+    return None
+
+
+def compare_branches(reader: StoreReader, run_a: str | int, run_b: str | int, from_step: int | None = None,
+                     *, force: bool = False) -> BranchComparison:
+    """Compare two training runs' held-out evals at the steps after ``from_step``
+    (None: the fork step, when one run forked from the other) that both evaluated.
+
+    Raises:
+        KeyError: no such run. ValueError: no ``from_step`` and neither run is the other's fork.
+    """
+    row_a, row_b = resolve_run(reader, run_a), resolve_run(reader, run_b)
+    start = fork_step(row_a, row_b) if from_step is None else from_step
+    if start is None:
+        raise ValueError(f"{row_a['name']!r} and {row_b['name']!r} are not a fork and its parent: pass "
+                         "--from-step N, the step after which to match their held-out evals")
+    result = BranchComparison({"id": row_a["id"], "name": row_a["name"]}, {"id": row_b["id"], "name": row_b["name"]},
+                              start, locked_room(held_out_room(row_a), held_out_room(row_b), HELD_OUT_FIELDS))
+    if result.differences and not force:
+        result.reason = "the branches' held-out evals are not in one room; --force shows the numbers anyway"
+        return result
+    evals_a, evals_b = _evals(reader, row_a["id"], start), _evals(reader, row_b["id"], start)
+    matched = sorted(evals_a.keys() & evals_b.keys())
+    if not matched:
+        result.reason = (f"no step after {start} has a held-out eval in both runs (each evaluates every "
+                         "--eval-every steps; train them on, or give both the same --eval-every)")
+        return result
+    result.steps = [_matched(step, evals_a[step], evals_b[step]) for step in matched]
+    examples = sorted({k for s in matched for k in evals_a[s].keys() & evals_b[s].keys()}, key=str)
+    rates = np.array([[np.mean([by_step[s][k] for s in matched if k in by_step[s]]) for k in examples]
+                      for by_step in (evals_a, evals_b)])
+    result.pooled_a, result.pooled_b = float(rates[0].mean()), float(rates[1].mean())
+    result.interval = paired_bootstrap(rates[0], rates[1])
+    return result
+
+
+def _evals(reader: StoreReader, run_id: int, after: int) -> dict[int, dict[Any, int]]:
+    """The run's held-out verdicts by step after ``after``: step -> example id -> 1 / 0 (no verdict left out)."""
+    out: dict[int, dict[Any, int]] = {}
+    for event in reader.events(run_id):
+        step = event["step"]
+        if event["kind"] == "eval" and step is not None and step > after:
+            payload = event["payload"]
+            out[step] = {k: v for k, v in zip(payload["example_ids"], payload["passed"]) if v is not None}
+    return out
+
+
+def _matched(step: int, a: dict[Any, int], b: dict[Any, int]) -> MatchedStep:
+    common = [k for k in a if k in b]
+    gained = sum(1 for k in common if b[k] > a[k])
+    lost = sum(1 for k in common if b[k] < a[k])
+    pass_a = float(np.mean([a[k] for k in common])) if common else float("nan")
+    pass_b = float(np.mean([b[k] for k in common])) if common else float("nan")
+    return MatchedStep(step, len(common), pass_a, pass_b, pass_b - pass_a, mcnemar_exact(lost, gained), gained, lost)

@@ -1,0 +1,53 @@
+"""How a run option is named on the command line, and how a refused value reads.
+
+Every ``RunConfig`` field is a ``--flag`` (``engine.cli``), so an error of
+pydantic's is reported by the flag the user typed, as one line. Light (no
+RunConfig import): ``rlab runs`` and the other commands that load no model
+import it at start-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+
+FLAG_NAMES = {"alerts": "--alert"}
+"""Flags named otherwise than their field (dest -> flag): one threshold per
+``--alert NAME=VALUE``, as README and ``rlab watch --alert`` say it."""
+
+
+def flag(dest: str) -> str:
+    """The flag of a config path: ``max_steps`` -> ``--max-steps``,
+    ``judge.model`` -> ``--judge-model`` (or its :data:`FLAG_NAMES` name)."""
+    return FLAG_NAMES.get(dest) or "--" + dest.replace(".", "-").replace("_", "-")
+
+
+def validation_message(err: ValidationError, given: dict[str, Any] | None = None) -> str:
+    """pydantic's errors as ``--flag VALUE: rule`` parts joined by ``; ``."""
+    parts = []
+    for error in err.errors(include_url=False):
+        rule = error["msg"].removeprefix("Value error, ")
+        rule = rule.replace("Input should be", "must be").replace("Field required", "required")
+        fields = [str(part) for part in error["loc"] if isinstance(part, str)]
+        if not fields or fields[0] == "alerts":  # the message names the flags itself
+            parts.append(rule)
+            continue
+        dest = ".".join(fields[:2])
+        if rule == "required" and len(fields) > 1:
+            rule = f"required with the other --{fields[0]}-* options"
+        value = _lookup(given or {}, fields[:2])
+        shown = "" if value is None else " " + (",".join(map(str, value))
+                                                   if isinstance(value, list) else str(value))
+        parts.append(f"{flag(dest)}{shown}: {rule}")
+    return "; ".join(parts)
+
+
+def _lookup(given: dict[str, Any], path: list[str]) -> Any:
+    value: Any = given
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value

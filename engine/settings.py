@@ -1,0 +1,272 @@
+"""Which run options may change after a run started, and when: between steps, on a resume, on a fork.
+
+A run's options are fixed at its start, with three ways to change some:
+
+- ``rlab set RUN KEY=VALUE`` between two steps of a live run
+  (:data:`BETWEEN_STEPS`, each with the reason it is safe then);
+- ``rlab run --resume RUN [options]``: those, plus budgets, checkpointing and
+  where the run executes (:data:`ON_RESUME`); a resume continues the run as
+  it was, so any other option is refused and a fork suggested;
+- ``rlab fork RUN@STEP [options]``: a new run from a checkpoint, where
+  every option may change except those the checkpoint fixes (:data:`FIXED_ON_FORK`).
+
+A TRL run (``engine.integrations.trl``) takes fewer between steps: those
+every process can apply at one step without rebuilding the trainer
+(:data:`TRL_BETWEEN_STEPS`); :data:`TRL_REFUSED` says why not the others.
+
+Every change is checked by ``RunConfig``'s own validators (:func:`changed`),
+so a value ``rlab run`` refuses is refused here with the same one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rlab.engine.config import RunConfig
+from rlab.engine.flags import flag, validation_message
+
+#: What ``rlab set`` changes between two steps, and why each is safe there.
+BETWEEN_STEPS: dict[str, str] = {
+    "lr": "the peak of the learning-rate schedule, as --lr: the next update uses it times the warm-up / "
+          "decay factor (the optimizer's moments carry over)",
+    "temperature": "the next rollouts sample at it, and the update takes log-probabilities at it, so the "
+                   "policy ratio compares like with like",
+    "beta": "the KL penalty's weight from the next update; the reference is there (a LoRA run's base model, "
+            "or the copy a run keeps when it starts with beta > 0)",
+    "max_new_tokens": "the next rollouts' length limit (the held-out evals' too)",
+    "prompts_per_step": "how many prompts the next steps draw; advantages are per group, so no statistic "
+                        "spans steps",
+    "eval_every": "when the next held-out evals run; past ones stay",
+    "alerts": "the alerts' thresholds and pause_on; the watch keeps its windows and baselines",
+}
+
+#: What ``rlab set`` changes on a TRL run, applied on every process at one step end.
+TRL_BETWEEN_STEPS: dict[str, str] = {
+    "lr": "the peak of the trainer's schedule: the scheduler's base rates and the optimizer's current ones",
+    "beta": "the KL weight TRL reads at every loss, between two values above 0 (TRL builds its reference model "
+            "only when beta is not 0 at the start)",
+}
+
+#: Why a TRL run refuses the other :data:`BETWEEN_STEPS` settings (TRL 1.16).
+TRL_REFUSED: dict[str, str] = {
+    "temperature": "GRPOTrainer bakes it into the loss's log-probability head when it starts "
+                   "(trl.trainer.utils.add_fused_lm_head): a change would sample at one temperature and train at "
+                   "another; set GRPOConfig(temperature=...) and restart",
+    "max_new_tokens": "GRPOTrainer builds its generation config (and vLLM's sampling) once: "
+                      "set GRPOConfig(max_completion_length=...) and restart",
+    "prompts_per_step": "the batch size is fixed by the dataloader and accelerate's sharding at the start",
+    "eval_every": "TRL's own eval_steps schedules evaluation; the lab runs no held-out eval in a TRL run",
+    "alerts": "set them when attaching: RlabCallback(..., alerts={...})",
+}
+
+#: What ``--resume`` takes besides :data:`BETWEEN_STEPS`: budgets, checkpoints, where the run executes.
+ON_RESUME: dict[str, str] = {
+    **BETWEEN_STEPS,
+    "max_steps": "the budget", "max_seconds": "the budget",
+    "checkpoint_every": "when the next checkpoints are written",
+    "keep_checkpoints": "how many checkpoints stay on disk",
+    "threads": "where the run executes", "device": "where the run executes",
+    "vllm_url": "where the run executes", "vllm_python": "where the run executes",
+    "report_to": "where the step metrics also go", "report_dir": "where the step metrics also go",
+}
+
+#: What a fork cannot change, and why: the checkpoint it starts from fixes it.
+FIXED_ON_FORK: dict[str, str] = {
+    "scenario": "both branches are measured on one task",
+    "task": "both branches are measured on one task",
+    "model": "the checkpoint holds this model's weights",
+    "lora_rank": "the checkpoint's adapter has this rank",
+    "lora_alpha": "the adapter's scale (alpha / rank) is part of the checkpointed policy",
+    "lora_targets": "the checkpoint's adapter covers these modules",
+    "db": "a fork lives in its parent's run file",
+    "config": "a fork takes its options from its parent and the command line",
+    "resume": "a fork is a new run",
+}
+
+
+class SettingsError(ValueError):
+    """A change that is refused: the message is one line naming the option, the rule and the fix."""
+
+
+def changed(base: RunConfig, given: Mapping[str, Any], allowed: Mapping[str, str] | None, *,
+            refusal: str, as_flags: bool = True) -> tuple[RunConfig, dict[str, Any]]:
+    """``base`` with the options in ``given`` (values as typed: strings are
+    converted by RunConfig), and the options whose value actually changed.
+
+    Args:
+        base: the run's options now.
+        given: option name -> new value; ``alerts`` merges into the run's thresholds.
+        allowed: the options that may change (None: every one but
+            :data:`FIXED_ON_FORK`).
+        refusal: how a refused option's message goes on, e.g. ``"rlab set
+            changes only: lr, ..."``.
+        as_flags: name a refused option by its flag (``--group-size``), as a
+            fork or resume takes it; else by its key (``group_size``, ``rlab set``).
+
+    Raises:
+        SettingsError: an option that may not change here (given with
+            another value than it has), or a value RunConfig refuses (named
+            by its flag, as ``rlab run`` names it).
+    """
+    unknown = [name for name in given if name not in RunConfig.model_fields]
+    if unknown:
+        raise SettingsError(f"{unknown[0]!r} is not a run option; {refusal}")
+    merged = {**base.model_dump(), **given}
+    if "alerts" in given:
+        merged["alerts"] = {**base.alerts, **given["alerts"]}
+    try:
+        config = RunConfig.model_validate(merged)
+    except ValidationError as err:
+        raise SettingsError(validation_message(err, dict(given))) from None
+    changes = {name: getattr(config, name) for name in given if getattr(config, name) != getattr(base, name)}
+    for name in changes:  # a value given as it already is changes nothing, and is no refusal
+        shown = flag(name) if as_flags else name
+        if allowed is None and name in FIXED_ON_FORK:
+            raise SettingsError(f"{shown} cannot change on a fork: {FIXED_ON_FORK[name]}")
+        if allowed is not None and name not in allowed:
+            raise SettingsError(f"{shown} cannot change here; {refusal}")
+    return config, changes
+
+
+def parse_assignments(pairs: list[str]) -> dict[str, Any]:
+    """``rlab set``'s ``KEY=VALUE`` words as option name -> value (strings, checked later).
+
+    Keys are option names with ``_`` or ``-`` (``max-new-tokens``); an alert
+    threshold is ``alert.NAME`` (or ``alerts.NAME``), collected into ``alerts``.
+
+    Raises:
+        SettingsError: a word without ``=`` or a key.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise SettingsError(f"{pair!r}: give KEY=VALUE, e.g. lr=2e-5 or alert.hack_gap=0.2")
+        head, dot, name = key.partition(".")
+        if dot and head in ("alert", "alerts"):
+            out.setdefault("alerts", {})[name] = value.strip()
+        else:
+            out[key] = value.strip()
+    return out
+
+
+def settings_metrics(config: RunConfig, version: int) -> dict[str, float]:
+    """The live values of the numeric :data:`BETWEEN_STEPS` settings as step
+    metrics (``settings/lr``, ...), and ``settings/version`` (0: as started)."""
+    values = {name: getattr(config, name) for name in BETWEEN_STEPS if name != "alerts"}
+    return {**{f"settings/{name}": float(v) for name, v in values.items()}, "settings/version": float(version)}
+
+
+def settings_plan(events: Iterable[Mapping[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """A run's setting changes over steps, ``[(first step, changes), ...]`` in the
+    order they were made, from its ``settings`` events (replayed ones left out)."""
+    return [(int(e["payload"]["from_step"]), dict(e["payload"]["changes"])) for e in events
+            if e.get("kind") == "settings" and not (e.get("payload") or {}).get("replayed")]
+
+
+def config_at(base: RunConfig, plan: list[tuple[int, dict[str, Any]]], step: int) -> tuple[RunConfig, int]:
+    """The options in force at ``step``: ``base`` (as the run started) with every
+    change of ``plan`` made for a step up to ``step``, and how many there were
+    (the settings version)."""
+    config, version = base, 0
+    for first, changes in plan:
+        if first <= step:
+            config, version = config.model_copy(update=_typed(changes)), version + 1
+    return config, version
+
+
+def _typed(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Stored (JSON) changes as RunConfig values: each re-checked by RunConfig."""
+    checked = RunConfig.model_validate(dict(changes))
+    return {name: getattr(checked, name) for name in changes}
+
+
+def stored_options(run: Mapping[str, Any]) -> RunConfig:
+    """The options a stored run started with (its stored config's RunConfig fields)."""
+    return RunConfig.model_validate({k: v for k, v in run["config"].items() if k in RunConfig.model_fields})
+
+
+def check_reference(beta: float, has_reference: bool) -> None:
+    """A KL weight above 0 needs a reference model: a LoRA run's base model, or the
+    copy a run keeps when it starts with beta > 0.
+
+    Raises:
+        SettingsError: ``beta`` > 0 and the run has no reference.
+    """
+    if beta > 0 and not has_reference:
+        raise SettingsError(f"beta={beta:g}: this run keeps no reference model (it trains every weight and started "
+                            "with --beta 0); fork it with --beta to start one that does")
+
+
+def checked_for_run(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
+                    given: Mapping[str, Any]) -> dict[str, Any]:
+    """``rlab set``'s check of ``given`` against a stored live run: what it may change
+    (:data:`BETWEEN_STEPS`; a TRL run's: :data:`TRL_BETWEEN_STEPS`), each value by
+    RunConfig's validators; the changes as JSON-ready values (only those that differ).
+
+    Raises:
+        SettingsError: an option it may not change (with the reason), a bad value,
+            or nothing that changes.
+    """
+    if run["scenario"] == "trl":
+        changes = trl_changes(given, lr=run["config"].get("learning_rate", 5e-4), beta=run["config"].get("beta", 0.0))
+    else:
+        started = stored_options(run)
+        base, _ = config_at(started, settings_plan(events), (run["last_step"] or 0) + 1)
+        config, changes = changed(base, given, BETWEEN_STEPS, as_flags=False,
+                                  refusal=f"rlab set changes only: {', '.join(BETWEEN_STEPS)} (README, \"Test a "
+                                  "change against its control\", says why each)")
+        check_reference(config.beta, has_reference=started.beta > 0 or started.lora_rank > 0)
+    if not changes:
+        raise SettingsError(f"{', '.join(f'{k}={v}' for k, v in given.items())}: the run already has these values")
+    return RunConfig.model_validate(changes).model_dump(mode="json", include=set(changes))
+
+
+def trl_changes(given: Mapping[str, Any], *, lr: float, beta: float) -> dict[str, Any]:
+    """The changes ``given`` makes to a TRL run whose schedule peaks at ``lr`` and
+    whose KL weight is ``beta`` (:data:`TRL_BETWEEN_STEPS`), checked by RunConfig.
+
+    Raises:
+        SettingsError: a setting a TRL run refuses (:data:`TRL_REFUSED`, with the
+            reason), a bad value, or a beta to or from 0.
+    """
+    for name in given:
+        if name in TRL_REFUSED:
+            raise SettingsError(f"{name} cannot change on a TRL run: {TRL_REFUSED[name]}")
+    base = RunConfig(lr=lr, beta=beta)
+    _, changes = changed(base, given, TRL_BETWEEN_STEPS, as_flags=False,
+                         refusal=f"rlab set changes a TRL run's {', '.join(TRL_BETWEEN_STEPS)}")
+    if "beta" in changes and (changes["beta"] == 0) != (base.beta == 0):
+        raise SettingsError(f"beta={changes['beta']:g}: {TRL_BETWEEN_STEPS['beta']}")
+    return changes
+
+
+def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) -> str:
+    """``rlab set`` (and ``o`` in the TUI): check ``words`` (``KEY=VALUE``) against the live
+    run as :func:`checked_for_run`, send them, wait up to ``wait_s`` seconds for the
+    engine's answer (:func:`rlab.store.control.wait_for_command`); that answer.
+
+    Raises:
+        rlab.engine.settings.SettingsError: a refused key or value (nothing is sent).
+        ValueError: the run is not live, or the engine refused the change.
+    """
+    from rlab.store.control import send_command, wait_for_command
+    from rlab.store.reader import StoreReader, resolve_run
+
+    with StoreReader(db) as reader:
+        row = resolve_run(reader, run)
+        if row["status"] not in ("running", "paused"):
+            raise ValueError(f"run {row['name']} is {row['status']}: settings change a live run; fork it instead")
+        changes = checked_for_run(row, reader.events(row["id"]), parse_assignments(words))
+    command_id = send_command(db, row["id"], "set_settings", {"changes": changes})
+    resolved = wait_for_command(db, row["id"], command_id, wait_s)
+    if resolved is None:
+        return f"sent (command {command_id}); it applies at the run's next step boundary"
+    if resolved["status"] == "rejected":
+        raise ValueError(f"refused: {resolved['message']}")
+    return str(resolved["message"])

@@ -1,0 +1,225 @@
+"""Open a run: a new one, a resume of a stored one, or a fork of one (``engine.fork``).
+
+:func:`start` builds the run's :class:`~rlab.engine.session.Session`: the
+scenario, the policy (LoRA if asked), the trainer, the sampler, the judge,
+the run's own copy of the reward file and its rows in the run file.
+
+- A new run's row is written only once its inputs have loaded (scenario,
+  model, reward file, success function), so a start that fails leaves no
+  run behind.
+- ``--resume RUN`` reopens RUN from its last checkpoint with the settings
+  and reward version each re-run step first ran with; of the options given
+  it takes those ``engine.settings.ON_RESUME`` lists, recorded as a
+  ``settings`` change at its first step.
+- ``--fork-from RUN@STEP`` starts a new run from RUN's checkpoint with the
+  options given changed; its row, lineage and reward versions are written in
+  one transaction once the checkpoint has loaded.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rlab.engine.config import RunConfig
+from rlab.engine.fork import ForkPlan, ResumePlan, forked_manifest, plan_fork, plan_resume
+from rlab.engine.manifest import build_manifest
+from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
+from rlab.engine.recorder import RunRef
+from rlab.engine.rewards.edit.check import validate
+from rlab.engine.rewards.edit.timeline import resume_versions, reward_plan
+from rlab.engine.rewards.rubric import load_rubric
+from rlab.engine.rewards.rubric_errors import RubricError
+from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
+from rlab.engine.rewards.signatures import log_reward_styles
+from rlab.engine.session import Parts, RunRewards, Session, build_parts, recorder_of, run_dir
+from rlab.engine.success import SuccessRule
+from rlab.engine.train.checkpoint import load_checkpoint
+from rlab.engine.train.warm_start import ensure_tiny_model
+from rlab.engine.types import Scenario
+from rlab.scenarios import load_scenario
+from rlab.store.reader import StoreReader
+from rlab.store.writer import StoreWriter
+
+
+def start(config: RunConfig) -> Session:
+    """Open a new run, or resume or fork a stored one (see the module doc).
+
+    Raises:
+        rlab.scenarios.UnknownScenarioError, rlab.engine.policy.model.ModelLoadError,
+        OSError (unwritable DB path), rlab.engine.rewards.rubric_errors.RubricError,
+        rlab.engine.success.SuccessError, rlab.engine.settings.SettingsError
+        (an option a resume or fork may not change), KeyError (no such run),
+        ValueError (inconsistent options, no such checkpoint).
+    """
+    if config.fork_from is not None:
+        return _fork(plan_fork(config))
+    if config.resume is not None:
+        return _resume(plan_resume(config))
+    scenario = load_scenario(config.scenario, config.task)
+    config = config.with_run_defaults(scenario.run_defaults)
+    model_dir = resolve_model(config.model) if config.model is not None else ensure_tiny_model(scenario, seed=config.seed)
+    config = real_model_defaults(config, model_dir)
+    _seed_everything(config.seed)
+    parts = build_parts(config, scenario, model_dir)
+    try:
+        return _open_run(config, scenario, model_dir, parts)
+    except BaseException:
+        parts.close_servers()
+        raise
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:
+    """The new run's files and store rows, once its reward file and success function check out."""
+    name = config.name or f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    files = run_dir(config.db, name)
+    files.mkdir(parents=True, exist_ok=True)
+    reward_file = files / "rewards.py"
+    shutil.copyfile(config.rewards or scenario.reward_file, reward_file)
+    # the scenario's own file is trusted; a --rewards file and every edit run only in child processes
+    rubric = load_rubric(reward_file) if config.rewards is None else _checked_file(reward_file)
+    if config.rewards is None:
+        log_reward_styles(rubric)
+    success = SuccessRule.of(scenario, config)
+    success.check(rubric.weights, str(config.rewards or scenario.reward_file))
+    stored = config.model_dump(mode="json") | {"name": name, "reward_file": str(reward_file),
+                                               "model_dir": str(model_dir), "success": success.function,
+                                               "success_threshold": success.threshold,
+                                               "alerts_by": "engine"}  # the TUI shows its alert events
+    manifest = build_manifest(scenario=scenario, config=config,
+                              chat_template=parts.policy.tokenizer.chat_template,
+                              reward_source=rubric.source, success=success.label, model_dir=model_dir)
+    manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
+    writer = StoreWriter(config.db, enabled=config.store)
+    run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)
+    parts.with_events(writer, run_id)
+    writer.write_reward_version(run_id, 1, rubric.source, rubric.weights)
+    warning = success.warning(rubric.weights)
+    if warning is not None:
+        print(f"rlab: warning: {warning}", file=sys.stderr, flush=True)
+        writer.write_event(run_id, "warning", {"warning": warning}, step=0)
+    scoring = ScoringProcess()
+    return Session(config=config, scenario=scenario, parts=parts,
+                   rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring),
+                   recorder=recorder_of(config, RunRef(writer, run_id, name), success, rubric.weights),
+                   first_step=1, rng=random.Random(config.seed))
+
+
+def _checked_file(path: Path) -> RubricVersion:
+    """A user's reward file as a version, once it loaded in a check process (never in this one).
+
+    Raises:
+        RubricError: it does not load (the message says where).
+    """
+    source = path.read_text(encoding="utf-8")
+    result = validate(source, [], [], filename=path.name)
+    if not result.ok:
+        raise RubricError(f"{path}: {result.message}", kind="exception", lineno=result.lineno)
+    return RubricVersion(source, result.weights, path.name)
+
+
+def _resume(plan: ResumePlan) -> Session:
+    """Reopen a stored run from its checkpoint (``engine.fork.plan_resume``)."""
+    config, found = plan.config, plan.run
+    writer = StoreWriter(config.db, enabled=config.store)
+    writer.resume_run(found["id"])
+    with StoreReader(config.db) as reader:
+        stored = reader.reward_versions(found["id"])
+    reward_file = Path(found["config"]["reward_file"])
+    # Stored (possibly user-edited) versions never run here: the scoring process loads them.
+    versions = {v["version"]: RubricVersion(v["source"], v["weights"], reward_file.name) for v in stored}
+    scenario = load_scenario(config.scenario, config.task)
+    parts = build_parts(config, scenario, Path(found["config"]["model_dir"])).with_events(writer, found["id"])
+    rng = random.Random(config.seed)
+    _seed_everything(config.seed)  # a resume from before the first checkpoint starts as the run did
+    if plan.point is not None:
+        resumed = load_checkpoint(plan.point[1], parts.policy.model, parts.trainer.optimizer)
+        rng.setstate(_as_rng_state(resumed.rng_state))
+        if parts.vllm is not None:
+            parts.vllm.sync_policy(parts.policy.model, resumed.step, run_dir(config.db, found["name"]) / "adapters")
+    version, replays = resume_versions(reward_plan(plan.events), plan.first_step - 1)
+    rubric = versions.get(version) or load_rubric(reward_file)
+    scoring = ScoringProcess()
+    recorder = recorder_of(config, RunRef(writer, found["id"], found["name"]), SuccessRule.of(scenario, config),
+                           rubric.weights, version)
+    recorder.settings_version = plan.settings_version
+    session = Session(config=config, scenario=scenario, parts=parts,
+                      rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring,
+                                         [(step, v, versions[v]) for step, v in replays if v in versions]),
+                      recorder=recorder, first_step=plan.first_step, rng=rng, settings_replays=plan.replays)
+    if plan.changes:
+        recorder.switch_settings(plan.first_step, plan.changes)
+    return session
+
+
+def _fork(plan: ForkPlan) -> Session:
+    """A new run from the parent's checkpoint (``engine.fork``); its rows are written last, in one transaction."""
+    config, parent = plan.config, plan.point.run
+    scenario = load_scenario(config.scenario, config.task)
+    model_dir = Path(parent["config"]["model_dir"])
+    parts = build_parts(config, scenario, model_dir)
+    try:
+        return _open_fork(plan, scenario, model_dir, parts)
+    except BaseException:
+        parts.close_servers()
+        raise
+
+
+def _open_fork(plan: ForkPlan, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:
+    config, point = plan.config, plan.point
+    assert config.name is not None
+    resumed = load_checkpoint(point.path, parts.policy.model, parts.trainer.optimizer)
+    rng = random.Random()
+    rng.setstate(_as_rng_state(resumed.rng_state))
+    if "seed" in plan.changes:  # the same checkpoint, another draw of prompts and samples
+        _seed_everything(config.seed)
+        rng = random.Random(config.seed)
+    with StoreReader(config.db) as reader:
+        kept = [RubricVersion(v["source"], v["weights"], "rewards.py") for v in reader.reward_versions(point.run["id"])
+                if v["version"] <= plan.reward_version]
+    rubric = kept[-1] if config.rewards is None else _checked_file(config.rewards)
+    versions = kept + ([rubric] if config.rewards is not None else [])
+    success = SuccessRule.of(scenario, config)
+    success.check(rubric.weights, str(config.rewards or "the parent's reward file"))
+    files = run_dir(config.db, config.name)
+    files.mkdir(parents=True, exist_ok=True)
+    reward_file = files / "rewards.py"
+    reward_file.write_text(rubric.source, encoding="utf-8")
+    stored = config.model_dump(mode="json") | {
+        "name": config.name, "reward_file": str(reward_file), "model_dir": str(model_dir),
+        "success": success.function, "success_threshold": success.threshold, "alerts_by": "engine",
+        "fork": plan.lineage(config.rewards)}
+    manifest = forked_manifest(point.run["manifest"], config, rubric.source, success.label) | {"config": stored}
+    writer = StoreWriter(config.db, enabled=config.store)
+    run_id = writer.start_fork(config.name, scenario.name, stored, manifest, reward_file=reward_file,
+                               parent_id=point.run["id"], step=point.step,
+                               reward_versions=[(k + 1, v.source, v.weights) for k, v in enumerate(versions)])
+    parts.with_events(writer, run_id)
+    if parts.vllm is not None:
+        parts.vllm.sync_policy(parts.policy.model, point.step, files / "adapters")
+    scoring = ScoringProcess()
+    return Session(config=config, scenario=scenario, parts=parts,
+                   rewards=RunRewards(reward_file, ProcessRubric(RubricVersion(
+                       rubric.source, rubric.weights, reward_file.name), scoring), scoring),
+                   recorder=recorder_of(config, RunRef(writer, run_id, config.name), success, rubric.weights,
+                                        len(versions)),
+                   first_step=point.step + 1, rng=rng)
+
+
+def _as_rng_state(state: list | tuple) -> tuple:
+    """``random.Random.setstate`` needs tuples; a checkpoint may hand back lists."""
+    version, internal, gauss = state
+    return version, tuple(internal), gauss
