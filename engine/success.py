@@ -65,17 +65,23 @@ class SuccessRule:
         """How the rule reads on screen: ``correct >= 1`` or ``total reward >= 1``."""
         return f"{self.function or 'total reward'} >= {self.threshold:g}"
 
-    def check(self, weights: Mapping[str, float], where: str = "the reward file") -> None:
+    def check(self, weights: Mapping[str, float], where: str = "the reward file", *, edit: bool = False) -> None:
         """Make sure the rubric (its ``weights``) has the success function.
+
+        ``edit``: the rubric is an edit of a running run's (the reward editor,
+        ``rlab reward``), whose success function stays; the advice then is to
+        keep it, not the ``--success`` flag that picks one when a run starts.
 
         Raises:
             SuccessError: ``function`` is not one of the rubric's functions.
         """
         if self.function is not None and self.function not in weights:
+            other = (": the run counts pass@1 with it, and an edit cannot change that" if edit
+                     else " or name another one with --success NAME")
             raise SuccessError(
                 f"success = {self.function!r} is not a reward function of {where} "
                 f"(its functions: {', '.join(weights) or 'none'}); keep {self.function} in WEIGHTS "
-                "(weight 0 logs it without paying for it) or name another one with --success NAME")
+                f"(weight 0 logs it without paying for it){other}")
 
     def warning(self, weights: Mapping[str, float]) -> str | None:
         """The start-up warning of a rule that is only the total reward of several

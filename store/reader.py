@@ -389,8 +389,10 @@ class StoreReader:
         ``step`` and only those that did not solve their task (:func:`passed_sql`;
         errored ones included); rows as in ``rollouts_since``. Errored rewards
         (NULL) count as lowest. Ties go round the groups (each group's lowest
-        first, then each one's second, ...; oldest first within a round), so
-        five tied zeros are five examples, not five samples of one prompt."""
+        first, then each one's second, ...), so five tied zeros are five
+        examples, not five samples of one prompt; within a round the newest
+        step comes first, so a training run's tied failures are what its
+        policy does now, not its first step's."""
         where = "".join([" AND t.step = ?" if step is not None else "",
                          f" AND COALESCE({passed_sql()}, 0) = 0" if failed_only else ""])
         params = [run_id] + ([step] if step is not None else []) + [limit]
@@ -400,7 +402,7 @@ class StoreReader:
             "ORDER BY t.id) AS turn_in_group FROM trajectories t "
             'JOIN "groups" g ON g.id = t.group_id '
             f"WHERE t.run_id = ? AND g.superseded = 0{where}) "
-            "ORDER BY reward IS NOT NULL, reward, turn_in_group, id LIMIT ?", params)
+            "ORDER BY reward IS NOT NULL, reward, turn_in_group, step DESC, id LIMIT ?", params)
 
     def anchor_share_by_step(self, run_id: int) -> list[dict]:
         """Per step of a multi-step run, the share of turns whose anchor group

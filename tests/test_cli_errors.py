@@ -506,3 +506,13 @@ def test_two_run_files_with_a_run_of_one_name_keep_their_checkpoints_apart(tmp_p
     with StoreReader(tmp_path / "a.db") as a, StoreReader(tmp_path / "b.db") as b:
         paths = [r.checkpoints(r.run_by_name("same")["id"])[-1]["path"] for r in (a, b)]
     assert paths[0] != paths[1] and Path(paths[0]).exists() and Path(paths[1]).exists()
+
+
+def test_run_help_names_the_alert_flag_as_readme_and_watch_do(capsys):
+    """README and `rlab watch` say --alert; `rlab run --help` said --alerts (the field's name).
+    The field's name still works."""
+    assert main("run", "--help") == 0
+    usage = " ".join(capsys.readouterr().out.split())
+    assert "[--alert NAME=VALUE]" in usage and "[--alerts" not in usage
+    for spelling in ("--alert", "--alerts"):
+        assert config_from_args(_parse(spelling, "length_drift=0.3")).alerts == {"length_drift": 0.3}

@@ -122,3 +122,27 @@ def test_a_warm_start_that_misses_its_target_says_so():
 
     with pytest.raises(WarmStartError, match="probe pass@1 0.00 < target 0.5 in 10 steps; raise"):
         warm_start(get_scenario("arithmetic"), seed=0, target=0.5, max_steps=10)
+
+
+def test_a_tiny_policy_build_says_what_it_is_and_why_it_stops_early(tmp_path, monkeypatch, capsys,
+                                                                     raw_tiny_model_dir):
+    """A user task has no shipped policy: `rlab eval --task` builds one behind
+    a bar of 4000 steps that stops at 37. One line says what the build is and
+    where it is cached, one that it stopped because it reached its target."""
+    from rlab.engine.train import warm_start as module
+    from rlab.scenarios import load_scenario
+
+    monkeypatch.setenv("RLAB_CACHE_DIR", str(tmp_path / "cache"))
+    built = module.WarmStart(Policy.load(raw_tiny_model_dir, "cpu"), steps=37, probe_pass_at_1=0.42)
+    monkeypatch.setattr(module, "warm_start", lambda scenario, **kwargs: built)
+    scenario = load_scenario("arithmetic", str(ROOT / "examples" / "tasks" / "addition_trl"))
+    path = ensure_tiny_model(scenario, seed=0)
+    said = [" ".join(line.split()) for line in capsys.readouterr().err.splitlines() if line.startswith("rlab:")]
+    before, after = said  # between them: the bar, and transformers' own progress
+    assert before.startswith("rlab: building the tiny policy for addition_trl (seed 0), once:")
+    assert "until its greedy pass@1 on 200 train examples reaches 0.4 (at most 4000 steps" in before
+    assert f"cached in {path}" in before
+    assert after == (f"rlab: the tiny policy for addition_trl is ready: pass@1 0.42 on the train examples "
+                     f"reached the target 0.4 at step 37, so the build stopped there; {path} is reused "
+                     "from now on")
+    assert ensure_tiny_model(scenario, seed=0) == path and "rlab:" not in capsys.readouterr().err  # cached

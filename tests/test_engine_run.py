@@ -24,6 +24,7 @@ from rlab.store.control import send_command
 from rlab.store.db import open_db
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter
+from rlab.tui.cli import main
 
 
 def _rlab(*args, cwd, timeout=240, env=None):
@@ -94,7 +95,7 @@ def test_pause_step_resume_and_stop_through_the_control_table(tmp_path, raw_tiny
         assert _last_step(reader, run_id) == paused_at + 1  # exactly one more step
         send_command(db, run_id, "resume")
         _wait(lambda: _last_step(reader, run_id) >= paused_at + 3)
-        send_command(db, run_id, "stop")
+        assert main(["stop", "ctl", "--db", str(db)]) == 0  # what `rlab stop ctl` sends
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()

@@ -73,3 +73,19 @@ def test_a_run_that_is_not_running_records_the_edit_for_its_resume(small, tmp_pa
     [edit] = [e for e in reader.events(run_id) if e["kind"] == "reward_edit" and e["payload"].get("for_resume")]
     assert edit["payload"]["for_resume"] and edit["payload"]["version"] == 3  # the demo has versions 1 and 2
     assert not reader.commands(run_id)  # nothing was sent: no engine reads commands for it
+
+
+def test_an_edit_that_drops_the_success_function_is_refused_with_advice_for_an_edit(small, tmp_path):
+    """`rlab reward` takes no --success: its refusal says to keep the run's
+    success function, not to name another one with a flag it does not have."""
+    from fixtures.smalldb import MANIFEST, REWARD_FILE
+    from rlab.store.writer import StoreWriter
+
+    with StoreWriter(small) as writer:
+        writer.start_run("judged", "arithmetic", {"reward_file": str(REWARD_FILE), "success": "correct"},
+                         MANIFEST, reward_file=REWARD_FILE)
+    result = _rlab("reward", "judged", "good.py", "--db", str(small), cwd=tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("rlab: error: good.py not applied: success = 'correct' is not a reward function")
+    assert "keep correct in WEIGHTS" in line and "--success" not in line, line

@@ -45,6 +45,15 @@ BAD_EDITS = {
 }
 
 
+def test_the_gate_refuses_an_edit_that_drops_the_success_function_with_advice_for_an_edit():
+    """The refusal reaches the TUI's editor and `rlab reward`, which take no --success."""
+    from rlab.engine.success import SuccessRule
+
+    with pytest.raises(EditRejected, match="keep correct in WEIGHTS") as refused:
+        accept_edit({"source": ANSWER_KEY, "weights": None}, SAMPLES, success=SuccessRule("correct"))
+    assert "--success" not in str(refused.value)
+
+
 @pytest.mark.parametrize("name", sorted(BAD_EDITS))
 def test_the_gate_rejects_each_bad_edit_with_its_reason(name):
     source, reason = BAD_EDITS[name]

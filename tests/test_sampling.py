@@ -9,6 +9,10 @@ from rlab.engine.policy import sampling
 from rlab.engine.policy.model import Policy
 from rlab.engine.policy.sampling import PrefixCache, left_pad
 
+# transformers 5.2x renamed forward's `past_key_values` to `cache` and warns on
+# the old name: every sampling path here passes the cache the way it wants.
+pytestmark = pytest.mark.filterwarnings("error:`past_key_values` is deprecated:FutureWarning")
+
 
 @pytest.fixture(scope="module")
 def policy(raw_tiny_model_dir):
@@ -170,3 +174,33 @@ def test_turns_of_equal_length_reuse_kv_without_a_gather_and_sample_the_same(pol
     assert [s.token_ids for s in reused] == [s.token_ids for s in fresh]
     for a, b in zip(reused, fresh):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_a_lora_wrapped_policy_samples_what_its_base_samples(raw_tiny_model_dir):
+    """peft's wrapper hands the KV cache on to the base model's forward, under
+    the name that forward takes (a new LoRA adapter is zero: the same model)."""
+    from rlab.engine.policy.lora import LoraSettings, apply_lora
+
+    plain, wrapped = Policy.load(raw_tiny_model_dir, "cpu"), Policy.load(raw_tiny_model_dir, "cpu")
+    wrapped.model = apply_lora(wrapped.model, LoraSettings(rank=4))
+    prompts = _prompts(plain, 3) * 2
+    torch.manual_seed(0)
+    expected = plain.sample(prompts, max_new_tokens=5, temperature=1.0)
+    torch.manual_seed(0)
+    assert [s.token_ids for s in wrapped.sample(prompts, max_new_tokens=5, temperature=1.0)] == \
+        [s.token_ids for s in expected]
+
+
+def test_a_model_from_before_the_rename_gets_past_key_values():
+    """transformers before 5.2x (pyproject allows 4.46) takes only ``past_key_values``."""
+
+    class OldCausalLM:
+        def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=None):
+            return None
+
+    class NewCausalLM:
+        def forward(self, input_ids, attention_mask=None, cache=None, use_cache=None):
+            return None
+
+    assert list(sampling.with_cache(OldCausalLM(), "kv")) == ["past_key_values"]
+    assert list(sampling.with_cache(NewCausalLM(), "kv")) == ["cache"]

@@ -41,6 +41,32 @@ def test_real_models_get_lora_and_a_stable_lr_on_any_device_unless_given(tmp_pat
     assert smollm2.real_model_defaults(from_run_config, big).lora_rank == 8
 
 
+@pytest.mark.parametrize("command", [["eval", "--n", "2"], ["select", "-n", "2", "--limit", "2"]])
+def test_eval_and_select_take_the_alias_as_run_does(tmp_path, monkeypatch, capsys, raw_tiny_model_dir, command):
+    """README's `rlab eval --task ... --model smollm2-135m`: the alias resolves
+    (here to a stand-in for the converted model), as in `rlab run`."""
+    from rlab.store.reader import StoreReader
+    from rlab.tui.cli import build_parser, main
+
+    monkeypatch.setattr(smollm2, "ensure_smollm2", lambda: raw_tiny_model_dir)
+    db = tmp_path / "r.db"
+    code = main([*command, "--model", "smollm2-135m", "--db", str(db), "--name", "m", "--json"])
+    assert code == 0, capsys.readouterr().err
+    with StoreReader(db) as reader:
+        assert reader.run_by_name("m")["manifest"]["model"]["path"] == str(raw_tiny_model_dir)
+    for name in ("run", command[0]):
+        help_text = " ".join(_option_help(build_parser(), name, "--model").split())
+        assert "smollm2-135m" in help_text, (name, help_text)
+
+
+def _option_help(parser, command: str, flag: str) -> str:
+    """The help text of ``flag`` of ``rlab command``."""
+    import argparse
+
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return next(a.help for a in subparsers.choices[command]._actions if flag in a.option_strings)
+
+
 @pytest.mark.slow
 def test_alias_converts_the_real_gguf_once_and_loads_like_a_model_dir():
     """Converts on first use (minutes on 2 busy cores; cached in the rlab cache for later runs)."""

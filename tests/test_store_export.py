@@ -117,6 +117,27 @@ def test_an_errored_score_is_no_zero_in_the_file_and_in_every_export(tmp_path):
     assert [(t["reward"], t["details"].get("error")) for t in back] == [(1.0, None), (None, error)]
 
 
+@pytest.mark.slow
+def test_results_jsonl_is_the_size_readme_says(tmp_path):
+    """README gives results.jsonl's size as a multiple of the run file's; a
+    30-step run of the default scenario (the issue 40 measure) is within 0.2 of it."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    found = re.search(r"results\.jsonl, about ([\d.]+) times\s+the\s+run\s+file", readme)
+    assert found, "README no longer says how results.jsonl's size compares with the run file's"
+    db = tmp_path / "x.db"
+    done = subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--max-steps", "30",
+                           "--db", str(db), "--name", "x"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = export_run(db, "x", tmp_path / "out")
+    ratio = written["results"].stat().st_size / db.stat().st_size
+    assert abs(ratio - float(found.group(1))) <= 0.2, ratio
+
+
 def test_a_failed_judge_is_marked_on_each_row_of_its_group(tmp_path):
     """Issue 40: with --judge-weight 1.0 and a failing judge, results.jsonl showed the verifier's
     reward with error null, and nothing marked that the judge failed."""

@@ -10,6 +10,10 @@ from rlab.engine.train import trainer as trainer_module
 from rlab.engine.train.trainer import Trainer, TrainConfig, _collate, by_length, micro_batches, vocab_size
 from rlab.engine.types import TrainSample
 
+# transformers 5.2x renamed forward's `past_key_values` to `cache` and warns on
+# the old name: the update's prompt-sharing pass uses the name the model takes.
+pytestmark = pytest.mark.filterwarnings("error:`past_key_values` is deprecated:FutureWarning")
+
 
 @pytest.fixture
 def policy(raw_tiny_model_dir):

@@ -16,6 +16,8 @@ cores), so the tests are slow-marked:
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -50,6 +52,19 @@ def launch(tmp_path: Path, model: Path, *extra: str) -> subprocess.Popen:
          "--model", str(model), "--out", str(tmp_path / "grpo-out"), "--db", str(tmp_path / "runs.db"),
          "--trace", str(tmp_path / "trace"), *extra],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def documented_command(tmp_path: Path, steps: int) -> list[str]:
+    """docs/scale.md's worked example, read from the page (so a doc edit is what
+    runs), with its run file and output folder under ``tmp_path`` and ``--steps``
+    cut to ``steps``; torchrun is this Python's ``-m torch.distributed.run``."""
+    page = (REPO / "docs" / "scale.md").read_text()
+    [block] = [b for b in re.findall(r"```bash\n(.*?)```", page, re.S) if "trl_attach_script.py" in b]
+    argv = shlex.split(block.replace("\\\n", " "))
+    assert argv[0].endswith("torchrun"), block
+    values = {"--out": str(tmp_path / "demo"), "--db": str(tmp_path / "demo.db"), "--steps": str(steps)}
+    argv = [values.get(prev, arg) for prev, arg in zip(["", *argv], argv)]
+    return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
 
 
 def log_tail(tmp_path: Path) -> str:
@@ -214,6 +229,20 @@ def test_two_processes_pause_edit_resume_step_and_stop(tmp_path, raw_tiny_model_
     # one judge call per group, stored with its group
     assert len(judge_calls) == judge_requests == 2 * len(steps)
     assert {c["group_id"] for c in judge_calls} == {g["id"] for gs in groups.values() for g in gs}
+
+
+def test_the_documented_command_runs_as_written(tmp_path):
+    """docs/scale.md section 5, as a user types it: no --model, so each process
+    gets the tiny policy the script builds (issue 40: rank 1 found no model)."""
+    pytest.importorskip("trl")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(documented_command(tmp_path, steps=2), cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with StoreReader(tmp_path / "demo.db") as reader:
+        [run] = reader.runs()
+        assert (run["name"], run["status"]) == ("demo-trl", "finished")
+        assert reader.steps(run["id"]) == [1, 2]
 
 
 @pytest.mark.parametrize("victim", [0, 1], ids=["main-process", "other-process"])

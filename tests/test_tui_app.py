@@ -352,7 +352,7 @@ async def test_app_waits_for_the_engine_run_to_appear(tmp_path):
         await until(pilot, lambda: app.run_row is not None, timeout=20)
         assert app.run_row["name"] == "spawned"
         assert app.engine is not None and app.engine.wait(timeout=10) == 0
-    assert (tmp_path / "run.db.engine.log").exists()
+    assert (tmp_path / "run.db.spawned.engine.log").exists()  # the run's own log
 
 
 def test_engine_cmd_needs_run_name_and_watch_needs_a_file(tmp_path):

@@ -154,7 +154,7 @@ async def test_m_filters_every_metric_and_plots_the_highlighted_one(db):
 
 async def test_l_shows_the_engine_log_tail_and_follows_it(db):
     path, ids = db
-    log_path = engine_log_path(path)
+    log_path = engine_log_path(path, "demo")
     log_path.write_text("loading the tiny policy\nstep     1  reward 0.250\n")
     app = RolloutLabApp(path, run_id=ids["demo"])
     async with app.run_test(size=SIZE) as pilot:
@@ -180,7 +180,7 @@ async def test_l_without_an_engine_log_says_where_it_would_be(db):
         await pilot.press("l")
         await until(pilot, lambda: isinstance(app.screen, EngineLogScreen)
                     and app.screen.query_one(Log).line_count == 1)
-        assert f"no engine log at {engine_log_path(path)}" in app.screen.query_one(Log).lines[0]
+        assert f"no engine log at {engine_log_path(path, 'demo')}" in app.screen.query_one(Log).lines[0]
 
 
 def test_the_header_names_what_pass_at_1_counts_and_shows_the_held_out_reward_beside_it():
@@ -280,3 +280,25 @@ def test_inspect_spreads_tied_lowest_rewards_over_groups(tmp_path):
     with StoreReader(tmp_path / "i.db") as reader:
         _, rows = worst_trajectories(reader, "i", top_k=5)
     assert sorted(r["example_id"] for r in rows) == ["ex-0", "ex-1", "ex-2", "ex-3", "ex-4"]
+
+
+def test_inspect_of_a_training_run_shows_the_latest_steps_failures_first(tmp_path):
+    """Failures tie at reward 0 over every step of a training run: the latest
+    steps' come first (what the policy does now), not step 1's by id."""
+    from rlab.engine.evaluation.inspect import worst_trajectories
+    from rlab.store.records import GroupRecord, TrajectoryRecord
+    from rlab.store.writer import StoreWriter
+
+    with StoreWriter(tmp_path / "t.db") as writer:
+        run_id = writer.start_run("t", "arithmetic", {}, {})
+        for step in range(1, 5):
+            for g in range(2):
+                trajectories = [TrajectoryRecord(index=j, messages=[], completion=f"{step}-{g}-{j}",
+                                                 reward=float(j == 3), components={}, details={}, advantage=0.0)
+                                for j in range(4)]
+                writer.write_group(run_id, step, GroupRecord(index=g, example_id=f"ex-{step}-{g}", prompt="p",
+                                                             trajectories=trajectories))
+    with StoreReader(tmp_path / "t.db") as reader:
+        _, rows = worst_trajectories(reader, "t", top_k=4, only_fails=True)
+    assert [(r["step"], r["example_id"]) for r in rows] == [(4, "ex-4-0"), (4, "ex-4-1"), (3, "ex-3-0"),
+                                                            (3, "ex-3-1")]

@@ -68,7 +68,15 @@ def main(argv: list[str] | None = None) -> None:
         num_completions_to_print=0, save_strategy="no", report_to="none", use_cpu=not args.gpu, bf16=args.gpu,
         seed=0, temperature=1.0, beta=0.0, dataloader_num_workers=0, disable_tqdm=True,
         ddp_timeout=120)  # a lost peer ends a collective within 2 minutes (a pause does not: it beats every second)
-    model = args.model or _tiny_model(args.out / f"tiny-model-rank{os.environ.get('RANK', '0')}")
+    model = args.model
+    if model is None:
+        model = args.out / "tiny-model"
+        # Once the process group is up, transformers saves a model on rank 0
+        # only: the first process of each machine builds it, the others wait
+        # for it (transformers' idiom for work done once).
+        with config.main_process_first(desc="the tiny policy"):
+            if config.local_process_index == 0:
+                _tiny_model(model)
     trainer = GRPOTrainer(model=str(model), reward_funcs=[correct, brief], args=config, train_dataset=dataset)
 
     if args.db is not None:
@@ -85,8 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     trainer.train()
 
 
-def _tiny_model(folder: Path) -> Path:
-    """The tiny policy with random weights (seeded: every process builds the same one)."""
+def _tiny_model(folder: Path) -> None:
+    """Save the tiny policy with random weights (seeded: the same every run) in ``folder``."""
     import torch
     from transformers import LlamaForCausalLM
 
@@ -96,7 +104,6 @@ def _tiny_model(folder: Path) -> Path:
     tokenizer = build_tokenizer()
     LlamaForCausalLM(build_config(len(tokenizer))).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    return folder
 
 
 def _Trace(folder: Path, rank: int):

@@ -33,11 +33,13 @@ tables would be filled after the screen was already drawn).
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
 from pydantic import ValidationError
+from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import Binding
@@ -89,7 +91,7 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
             create; the app waits for it to appear.
         engine_cmd: a command line that starts the engine; it is spawned in its
             own session (it survives the TUI) with its output in
-            ``<db_path>.engine.log`` (:class:`tui.supervisor.EngineSupervisor`).
+            ``<db_path>.<run_name>.engine.log`` (:class:`tui.supervisor.EngineSupervisor`).
         thresholds: reward-hacking alert thresholds; if None, the run config's
             ``"alerts"`` dict (see :class:`engine.alerts.AlertThresholds`) or the defaults.
 
@@ -422,7 +424,15 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
             await worker.wait()
             self.exit()
         elif choice == "leave":
-            self.exit()
+            self.exit(message=self._left_running())
+
+    def _left_running(self) -> Text:
+        """What the terminal shows once the TUI has quit leaving the run running
+        (Textual prints an exit message after restoring the screen)."""
+        name = (self.run_row or {}).get("name") or self.run_name or str(self.run_id)
+        db, run = shlex.quote(str(self.db_path)), shlex.quote(name)
+        return Text(f"rlab: run {name} goes on; attach again with: rlab watch --db {db} {run} "
+                    f"(or stop it: rlab stop {run} --db {db})")
 
     def action_help(self) -> None:
         """``?``: the keys and what they do."""

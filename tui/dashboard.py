@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,7 +13,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.tui.baseline import Baseline, load_baseline
-from rlab.tui.engine_log import EngineLogScreen
+from rlab.tui.engine_log import EngineLogScreen, engine_log_path
 from rlab.tui.feed import FeedUpdate, Poll, RunFeed
 from rlab.tui.formatting import clip, fmt
 from rlab.tui.metrics import MetricsScreen
@@ -136,6 +137,7 @@ class DashboardScreen(NavScreen):
         self._dirty: set[str] = set()
         self._drawn = False
         self._feed: RunFeed | None = None
+        self._shown: dict[str, dict[str, Any]] = {}  # table id -> the rows it shows, by row key
         self.baseline: Baseline | None = None
         self._pinned = False  # the user pinned (or unpinned) a baseline
         self._parent_read: float | None = None  # when a fork's parent was last read (time.monotonic)
@@ -189,6 +191,7 @@ class DashboardScreen(NavScreen):
             self.baseline, self._parent_read = None, None
         self._dirty.clear()
         self._drawn = False
+        self._shown.clear()
         for table in self.query(DataTable):
             table.clear()
         self._set_header()
@@ -205,8 +208,12 @@ class DashboardScreen(NavScreen):
             self.app.push_screen(MetricsScreen(self.app.run_id, self.baseline))
 
     def action_engine_log(self) -> None:
-        """``l``: the engine log's tail, followed live."""
-        self.app.push_screen(EngineLogScreen(self.app.db_path))
+        """``l``: the watched run's engine log's tail, followed live."""
+        name = (self.app.run_row or {}).get("name") or self.app.run_name
+        if name is None:
+            self.app.notify("no run yet: its engine log is named after it", severity="warning")
+            return
+        self.app.push_screen(EngineLogScreen(engine_log_path(self.app.db_path, name)))
 
     def pin_baseline(self, run_id: int | None) -> None:
         """Overlay run ``run_id``'s curves on the plots (None, or the pinned run again: unpin)."""
@@ -280,39 +287,44 @@ class DashboardScreen(NavScreen):
             feed.lock.release()
 
     def _fill_groups(self, feed: RunFeed) -> None:
-        table = self.query_one("#groups", DataTable)
-        table.clear()
-        for g in list(feed.groups)[-GROUP_ROWS:][::-1]:
+        rows = {str(g["id"]): g for g in list(feed.groups)[-GROUP_ROWS:][::-1]}
+        table = self._refill("groups", rows)
+        for key, g in rows.items():
             rewards = " ".join(fmt(r, ".3g") for r in g["rewards"])  # 0.25 stays 0.25
             table.add_row(g["step"], g["idx"], clip(g["prompt"], 24), clip(rewards, 32),
-                          clip(g["best"], 14), clip(g["worst"], 14), key=str(g["id"]))
+                          clip(g["best"], 14), clip(g["worst"], 14), key=key)
 
     def _fill_rollouts(self, feed: RunFeed) -> None:
-        table = self.query_one("#rollouts", DataTable)
-        table.clear()
-        for ro in list(feed.rollouts)[-ROLLOUT_ROWS:][::-1]:
+        rows = {str(ro["id"]): ro for ro in list(feed.rollouts)[-ROLLOUT_ROWS:][::-1]}
+        table = self._refill("rollouts", rows)
+        for key, ro in rows.items():
             table.add_row(ro["step"], clip(ro["prompt"], 40), clip(ro["completion"], 50),
-                          fmt(ro["reward"]), key=str(ro["id"]))
+                          fmt(ro["reward"]), key=key)
 
     def _fill_alerts(self, feed: RunFeed) -> None:
-        table = self.query_one("#alerts", DataTable)
-        table.clear()
-        for i, alert in list(enumerate(feed.alerts))[-ALERT_ROWS:][::-1]:
-            table.add_row(alert.step, Text(f"{alert.kind}: {alert.message}"), key=str(i),
+        rows = {str(i): alert for i, alert in list(enumerate(feed.alerts))[-ALERT_ROWS:][::-1]}
+        table = self._refill("alerts", rows)
+        for key, alert in rows.items():
+            table.add_row(alert.step, Text(f"{alert.kind}: {alert.message}"), key=key,
                           height=None)  # None: as many lines as the wrapped message needs
+
+    def _refill(self, table_id: str, rows: dict[str, Any]) -> DataTable:
+        """Empty a table that will show ``rows`` (row key -> feed row), and keep
+        them for Enter: by then a poll may have dropped them from the feed."""
+        self._shown[table_id] = rows
+        table = self.query_one(f"#{table_id}", DataTable)
+        table.clear()
+        return table
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a group, rollout or alert: open the group view on it."""
-        if self._feed is None:
+        row = self._shown.get(event.data_table.id or "", {}).get(event.row_key.value or "")
+        if row is None:  # the table was refilled between the key press and this message
             return
-        key = event.row_key.value
         if event.data_table.id == "alerts":
-            alert = self._feed.alerts[int(key)]
-            self.app.go_to(alert.step, group_id=alert.group_ids[0] if alert.group_ids else None)
+            self.app.go_to(row.step, group_id=row.group_ids[0] if row.group_ids else None)
         elif event.data_table.id == "groups":
-            group = next(g for g in self._feed.groups if str(g["id"]) == key)
-            self.app.go_to(group["step"], group_id=group["id"])
+            self.app.go_to(row["step"], group_id=row["id"])
         else:
-            ro = next(r for r in self._feed.rollouts if str(r["id"]) == key)
-            self.app.go_to(ro["step"], group_id=ro["group_id"], traj_id=ro["id"])
+            self.app.go_to(row["step"], group_id=row["group_id"], traj_id=row["id"])
         self.app.action_open("group")

@@ -29,7 +29,7 @@ HELP = """\
 | `m` | (dashboard) every step metric, filtered by name, with a plot of the highlighted one |
 | `l` | (dashboard) the engine log's tail, followed live |
 | `r` | runs in the file (`enter` watch, `x` mark, `c` compare reward curves and manifests, `p` pin as baseline: its curves dotted on the plots) |
-| `e` | edit the reward functions of the run |
+| `e` | edit the reward functions of the run (keys type into the file; `escape` twice goes back) |
 | `u` | undo the last reward edit: back to the previous version (and resume) |
 | `f` | fork the run from its checkpoint at or before the cursor's step, with options changed (`rlab fork`): a new run beside it, its curves drawn with the parent's |
 | `o` | change the run's settings from its next step: lr, temperature, beta, ... (`rlab set`) |

@@ -1,8 +1,9 @@
 """The engine log's tail on screen (``l`` on the dashboard).
 
-The TUI starts the engine with its output in ``<db>.engine.log`` (see
-:class:`tui.supervisor.EngineSupervisor`); this screen shows the file's last lines and
-follows it as it grows, twice a second, reading only the new bytes (at most
+The TUI starts the engine with its output in ``<db>.<run>.engine.log`` (see
+:class:`tui.supervisor.EngineSupervisor`): one log per run, so a run's log
+holds only its own lines however many runs share the run file. This screen
+shows the watched run's log's last lines and follows it as it grows, twice a second, reading only the new bytes (at most
 ``CHUNK_BYTES`` per tick, so a flood never stalls the UI thread).
 """
 
@@ -23,9 +24,10 @@ MAX_LINES = 2000
 """Lines kept on screen."""
 
 
-def engine_log_path(db_path: Path) -> Path:
-    """The engine log of a run file: ``<db>.engine.log``."""
-    return db_path.with_name(db_path.name + ".engine.log")
+def engine_log_path(db_path: Path, run_name: str) -> Path:
+    """The engine log of run ``run_name`` of a run file: ``<db>.<run>.engine.log``,
+    beside the file (a run name has no path separator: engine.config checks it)."""
+    return db_path.with_name(f"{db_path.name}.{run_name}.engine.log")
 
 
 def log_lines(text: str) -> list[str]:
@@ -75,14 +77,14 @@ class LogTail:
 
 
 class EngineLogScreen(Screen):
-    """The tail of ``<db>.engine.log``, followed live; ``escape`` goes back."""
+    """The tail of an engine log (:func:`engine_log_path`), followed live; ``escape`` goes back."""
 
     BINDINGS = [Binding("escape,l", "app.pop_screen", "Back")]
     TICK_SECONDS = 0.5
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, log_path: Path) -> None:
         super().__init__()
-        self.tail = LogTail(engine_log_path(db_path))
+        self.tail = LogTail(log_path)
         self._missing_shown = False
 
     def compose(self) -> ComposeResult:

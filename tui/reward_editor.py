@@ -88,6 +88,7 @@ class RewardEditorScreen(Screen):
     RewardEditorScreen #re-totals { padding: 0 1; border: round $primary-darken-2; height: auto; }
     """
 
+    AUTO_FOCUS = "#re-source"  # typing edits the file; unfocused, letters are the app's keys (space pauses)
     BINDINGS = [
         Binding("ctrl+s", "save", "Save + check", priority=True),
         Binding("ctrl+o", "apply", "Apply", priority=True),

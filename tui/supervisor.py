@@ -4,7 +4,7 @@
 process (the engine, or the trainer-folder importer) that creates the run the
 app waits for. :class:`EngineSupervisor` spawns it in its own session, so it
 outlives the TUI (quitting or closing the terminal never stops training), with
-stdout and stderr appended to ``<db>.engine.log``
+stdout and stderr appended to the run's own log, ``<db>.<run>.engine.log``
 (:func:`tui.engine_log.engine_log_path`). Until the run appears, the app's
 poll worker asks :meth:`EngineSupervisor.check` what became of it: the log's
 newest line (:class:`EngineProgress`, for the header), or, once, that it
@@ -61,7 +61,7 @@ class EngineExited:
     """
 
     code: int
-    run_name: str | None
+    run_name: str
     log_path: Path
     tail: tuple[str, ...]
 
@@ -86,14 +86,14 @@ class EngineSupervisor:
 
     Args:
         cmd: the command line that starts the engine (it creates run ``run_name``).
-        db_path: the run file; the engine's output goes to ``<db_path>.engine.log``.
+        db_path: the run file; the engine's output goes to ``<db_path>.<run_name>.engine.log``.
         run_name: the run the engine will create (named in :class:`EngineExited`).
     """
 
-    def __init__(self, cmd: list[str], db_path: Path, run_name: str | None) -> None:
+    def __init__(self, cmd: list[str], db_path: Path, run_name: str) -> None:
         self.cmd = list(cmd)
         self.run_name = run_name
-        self.log_path = engine_log_path(Path(db_path))
+        self.log_path = engine_log_path(Path(db_path), run_name)
         self.process: subprocess.Popen | None = None
         self._line: str | None = None
         self._exit_reported = False

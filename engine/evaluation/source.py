@@ -10,6 +10,7 @@ from rlab.engine.fork import CheckpointRef
 from rlab.engine.manifest import sha256_files
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
+from rlab.engine.policy.smollm2 import resolve_model
 from rlab.engine.train.checkpoint import ADAPTER_DIR, MODEL_DIR, load_weights
 from rlab.engine.train.warm_start import ensure_tiny_model
 
@@ -19,7 +20,8 @@ def load_policy(*, scenario, model: Path | None, checkpoint: CheckpointRef | Non
     """The policy to measure and the manifest's ``model`` entry.
 
     ``checkpoint``: the run's base model (with LoRA when it trained an
-    adapter) with the checkpoint's weights. ``model``: that directory.
+    adapter) with the checkpoint's weights. ``model``: that directory, or an
+    alias (``smollm2-135m``) resolved as ``rlab run`` resolves it.
     Neither: the tiny policy a run with ``seed`` starts from.
 
     Raises:
@@ -27,7 +29,7 @@ def load_policy(*, scenario, model: Path | None, checkpoint: CheckpointRef | Non
     """
     device = device or default_device()
     if checkpoint is None:
-        model_dir = model if model is not None else ensure_tiny_model(scenario, seed=seed)
+        model_dir = resolve_model(model) if model is not None else ensure_tiny_model(scenario, seed=seed)
         return Policy.load(model_dir, device), {"path": str(model_dir),
                                                 "weights_sha256": sha256_files(model_dir)}
     base = Path(checkpoint.config["model_dir"])

@@ -19,6 +19,7 @@ is prefilled whole: reuse never changes what is sampled, only its cost.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -129,6 +130,16 @@ def _past(kept: list[tuple[int, list[LayerKV] | None]], device) -> tuple[Dynamic
     return cache, mask
 
 
+def with_cache(model, kv: DynamicCache) -> dict[str, DynamicCache]:
+    """The forward keyword that hands ``model`` its KV cache: ``cache`` where its
+    class's forward takes it (transformers 5.2x renamed it, and warns that
+    ``past_key_values`` goes in 5.40), else ``past_key_values`` (older
+    transformers). A LoRA-wrapped model passes it on to its base model's forward."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    takes = inspect.signature(type(base).forward).parameters  # the class's: tests patch instances
+    return {"cache" if "cache" in takes else "past_key_values": kv}
+
+
 def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id: int, device):
     """Run each prompt's tokens past its longest kept prefix; (cache, logits (D, V), mask, positions (D,))."""
     kept = [cache.longest_prefix(p) if cache is not None else (0, None) for p in prompts]
@@ -136,7 +147,7 @@ def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id:
     ids, new_mask = left_pad([p[n:] for p, (n, _) in zip(prompts, kept)], pad_id, device)
     mask = torch.cat([past_mask, new_mask], dim=1)
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, past_mask.shape[1]:]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=past,
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **with_cache(model, past),
                 use_cache=True, logits_to_keep=1)
     if cache is not None:
         cache.reused_tokens += sum(n for n, _ in kept)
@@ -195,7 +206,8 @@ def sample(model, prompt_ids: list[list[int]], *, max_new_tokens: int, temperatu
     """Sample one completion per prompt with a KV cache (greedy when ``temperature`` <= 0).
 
     Args:
-        model: a ``transformers`` causal LM accepting ``past_key_values``,
+        model: a ``transformers`` causal LM accepting a KV cache (``cache``,
+            or ``past_key_values`` before transformers renamed it),
             ``position_ids`` and ``logits_to_keep``.
         prompt_ids: B prompts of token ids (any lengths; left-padded here).
         max_new_tokens: generation budget per completion, in tokens.
@@ -244,6 +256,6 @@ def sample(model, prompt_ids: list[list[int]], *, max_new_tokens: int, temperatu
             alive, token, mask, next_pos = alive[keep], token[keep], mask[keep], next_pos[keep]
         mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
         out = model(input_ids=token.unsqueeze(1), attention_mask=mask, position_ids=next_pos.unsqueeze(1),
-                    past_key_values=kv, use_cache=True)
+                    **with_cache(model, kv), use_cache=True)
         logits, next_pos = out.logits[:, -1], next_pos + 1
     return Sampled(tokens, logprobs)

@@ -41,7 +41,7 @@ from transformers import DynamicCache
 
 from rlab.engine.config import LossTokens, RunConfig
 from rlab.engine.policy.lora import is_lora, reference_mode
-from rlab.engine.policy.sampling import left_pad
+from rlab.engine.policy.sampling import left_pad, with_cache
 from rlab.engine.train.token_logprobs import chosen_logprobs, token_entropy
 from rlab.engine.types import TrainSample
 
@@ -316,7 +316,7 @@ def _completion_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
                      logits_to_keep=width + 1).logits[:, :-1]
     cache = DynamicCache()
     head = model(input_ids=batch["prompt_ids"], attention_mask=batch["prompt_mask"],
-                 position_ids=batch["prompt_positions"], past_key_values=cache, use_cache=True, logits_to_keep=1)
+                 position_ids=batch["prompt_positions"], **with_cache(model, cache), use_cache=True, logits_to_keep=1)
     first = head.logits[rows]
     if width == 1:
         return first
@@ -325,7 +325,7 @@ def _completion_logits(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     tail = model(input_ids=batch["completion_ids"][:, :-1],
                  attention_mask=torch.cat([prompt_mask, batch["completion_mask"][:, :-1]], dim=1),
                  position_ids=after_prompt + torch.arange(width - 1, device=rows.device),
-                 past_key_values=cache, use_cache=True).logits
+                 **with_cache(model, cache), use_cache=True).logits
     return torch.cat([first, tail], dim=1)
 
 

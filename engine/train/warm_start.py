@@ -54,15 +54,37 @@ def ensure_tiny_model(scenario: Scenario, *, seed: int = 0) -> Path:
     path = cache_root() / "models" / scenario_model_key(scenario, seed)
     if (path / "config.json").is_file():
         return path
-    policy = warm_start(scenario, seed=seed, target=scenario.warm_start_target,
-                        max_steps=scenario.warm_start_steps).policy
+    # The bar counts up to the step budget and stops early when the target is
+    # reached, which looks like an abort unless the lines around it say so.
+    print(f"rlab: {_build_plan(scenario, seed, path)}", file=sys.stderr, flush=True)
+    built = warm_start(scenario, seed=seed, target=scenario.warm_start_target, max_steps=scenario.warm_start_steps)
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    save_policy(policy, partial)
+    save_policy(built.policy, partial)
     try:
         partial.rename(path)
     except OSError:  # another process finished the same build first
         shutil.rmtree(partial, ignore_errors=True)
+    print(f"rlab: {_build_result(scenario, built, path)}", file=sys.stderr, flush=True)
     return path
+
+
+def _build_plan(scenario: Scenario, seed: int, path: Path) -> str:
+    """The line before a build: what it is, when it stops, where it is kept."""
+    target, budget = scenario.warm_start_target, scenario.warm_start_steps
+    stop = (f"until its greedy pass@1 on {PROBE_SIZE} train examples reaches {target:g} (at most {budget} "
+            "steps; usually far fewer, so the bar stops early)" if target is not None
+            else f"for {budget} steps")
+    return (f"building the tiny policy for {scenario.name} (seed {seed}), once: it learns the "
+            f"train split's answers {stop}; cached in {path}")
+
+
+def _build_result(scenario: Scenario, built: WarmStart, path: Path) -> str:
+    """The line after a build: why it stopped where it did."""
+    if built.probe_pass_at_1 is None:
+        return f"the tiny policy for {scenario.name} is ready after {built.steps} steps; {path} is reused from now on"
+    return (f"the tiny policy for {scenario.name} is ready: pass@1 {built.probe_pass_at_1:.2f} on the train "
+            f"examples reached the target {scenario.warm_start_target:g} at step {built.steps}, so the build "
+            f"stopped there; {path} is reused from now on")
 
 
 

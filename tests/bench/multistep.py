@@ -52,7 +52,7 @@ sampled success of its runs over the last ``--tail`` steps; the held-out
 split is never read. ``curves --settings SWEEP.json`` then runs every
 method at the settings its sweep chose (issue 32: ``frozenlake`` and
 ``sokoban``, environments nobody here designed). No alert pauses a bench
-run (``--alerts pause_on=``): nobody is there to resume it.
+run (``--alert pause_on=``): nobody is there to resume it.
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
            "--group-size", str(args.group_size), "--lr", str(lr), "--lr-warmup-steps", str(args.warmup),
            "--gigpo-mode", args.gigpo_mode, "--loss-tokens", args.loss_tokens, "--db", str(db), "--name", name,
            # no alert pauses a bench run: nobody is there to resume it (the alerts are still stored)
-           "--alerts", "pause_on="]
+           "--alert", "pause_on="]
     cmd += ["--omega", str(omega)] if omega is not None else []
     cmd += ["--eval-size", str(args.eval_size)] if args.eval_size else []
     if args.max_seconds:

@@ -73,7 +73,7 @@ def accept_edit(payload: Mapping[str, Any], samples: Sequence[tuple[dict, Any]],
     if not result.ok:
         raise EditRejected(result.message)
     try:
-        (success or SuccessRule()).check(result.weights, f"the edited {filename}")
+        (success or SuccessRule()).check(result.weights, f"the edited {filename}", edit=True)
     except SuccessError as err:
         raise EditRejected(str(err)) from None
     return RubricVersion(source, _weights(weights, result.weights) if weights else result.weights, filename)

@@ -96,7 +96,7 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
     config = row.get("config") or {}
     try:
         SuccessRule(config.get("success"), config.get("success_threshold", DEFAULT_SUCCESS_THRESHOLD)).check(
-            result.weights, str(file))
+            result.weights, str(file), edit=True)
     except SuccessError as err:
         raise EditRejected(f"{file} not applied: {err}") from None
     # printed on this command's own streams, which are not the engine's scrubbed log; an error may quote a key
