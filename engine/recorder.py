@@ -107,23 +107,18 @@ class Recorder:
         thresholds: the alerts' thresholds and ``pause_on``.
         pauses: what else pauses the run.
         poll_interval_s: how often a paused run reads the commands, seconds.
-
-    Raises:
-        rlab.engine.success.SuccessError: the success function is not one of ``weights``.
     """
 
     def __init__(self, run: RunRef, *, success: SuccessRule, weights: Mapping[str, float], version: int = 1,
                  thresholds: AlertThresholds | None = None, pauses: Pauses = Pauses(),
                  poll_interval_s: float = 0.1) -> None:
-        if weights:
-            success.check(weights)
         self.run = run
         self.success = success
         self.weights = dict(weights)
         self.version = version
         self.pauses = pauses
         self.watch = AlertWatch(thresholds, reward_scale(self.weights))
-        self.controller = Controller(run.writer, run.run_id, poll_interval_s=poll_interval_s)
+        self.controller = Controller(run.writer, run.run_id, poll_interval_s=poll_interval_s, tell=say)
         #: the last step's last groups: what a reward edit must score cleanly before it applies
         self.last_groups: list[GroupRecord] = []
         #: setting changes applied so far (``rlab set``, a resume's): 0 = as the run started
@@ -209,22 +204,25 @@ class Recorder:
             say(alert.line())
             if alert.action == "pause":
                 self.controller.pause(step, f"alert: {alert.kind}", message=alert.message)
-                say(f"paused at step {step}; look at the groups with `rlab watch --db {self.run.db} "
-                    f"{self.run.name}`, then resume with `rlab resume {self.run.name} --db {self.run.db}` "
-                    "(or space in the TUI)" + (f"; or {remedy}" if remedy else ""))
+                say(f"look at the groups with `rlab watch --db {self.run.db} {self.run.name}`, then resume with "
+                    f"`rlab resume {self.run.name} --db {self.run.db}` (or space in the TUI)"
+                    + (f"; or {remedy}" if remedy else ""))
 
     # -- reward versions ---------------------------------------------------------------
 
     def check_edit(self, step: int, *, filename: str, multi_step: bool = False) -> tuple[int, RubricVersion] | None:
         """The pending ``set_rewards`` command, once it passed the editor's checks on the
         last groups (``engine.rewards.edit.gate``): (command id, the version). A
-        rejected edit is resolved with the reason and recorded; the run keeps its version."""
+        rejected edit is resolved with the reason and recorded; the run keeps its version.
+        Messages name the file the edit came from (the payload's ``filename``, as ``rlab
+        reward FILE`` sends it), else ``filename`` (the run's own copy, which the TUI edits)."""
         assert self.controller.pending_rewards is not None
         command_id, payload = self.controller.pending_rewards
         self.controller.pending_rewards = None
         samples = check_samples(self.last_groups, multi_step=multi_step)
         try:
-            return command_id, accept_edit(payload, samples, filename=filename, success=self.success)
+            return command_id, accept_edit(payload, samples, filename=str(payload.get("filename") or filename),
+                                           success=self.success)
         except EditRejected as err:
             self.reject_edit(command_id, step, str(err))
             return None

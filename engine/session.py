@@ -30,7 +30,7 @@ from rlab.engine.rewards.rubric import Rubric
 from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
 from rlab.engine.rollout.play import Rollout
 from rlab.engine.settings import check_reference
-from rlab.engine.train.checkpoint import save_checkpoint
+from rlab.engine.train.checkpoint import CheckpointError, save_checkpoint
 from rlab.engine.train.retention import prune_checkpoints
 from rlab.engine.train.trainer import TrainConfig, Trainer
 from rlab.engine.success import SuccessRule
@@ -255,8 +255,13 @@ def rewind_hint(name: str, config: RunConfig) -> str:
 def checkpoint(session: Session, step: int) -> Path:
     """Weights (or LoRA adapter), optimizer and RNG state under the run dir; recorded in the store."""
     path = session.files / "checkpoints" / f"step-{step:06d}"
-    save_checkpoint(path, session.parts.policy.model, session.parts.trainer.optimizer, step,
-                    rng_state=session.rng.getstate())
+    try:
+        save_checkpoint(path, session.parts.policy.model, session.parts.trainer.optimizer, step,
+                        rng_state=session.rng.getstate())
+    except CheckpointError as err:  # the advice, with this run's own resume command
+        raise CheckpointError(str(err).replace(
+            "--resume NAME", f"`rlab run --headless --resume {session.name} --db {session.config.db}")
+            .replace("--keep-checkpoints 1", "--keep-checkpoints 1`")) from None
     session.writer.write_checkpoint(session.run_id, step, path)
     prune_checkpoints(session.writer, session.run_id, session.config.keep_checkpoints)
     return path

@@ -98,8 +98,10 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     logged = [float("-inf")]  # when the last progress line went to a log
     cycle_start = running()
     while not _budget_spent(cfg, step, running()):
-        controller.poll(step)
-        controller.wait_while_paused(step, lambda: _while_paused(session, step))
+        # Commands at a step boundary are the last step's: a pause here is "paused after step - 1",
+        # the step the header and the run row show.
+        controller.poll(step - 1)
+        controller.wait_while_paused(step - 1, lambda: _while_paused(session, step))
         if controller.stop:
             break
         if session.rewards.replays and session.rewards.replays[0][0] == step:
@@ -220,9 +222,9 @@ def replay_reward_edit(session: Session, step: int) -> None:
 
 
 def _while_paused(session: Session, step: int) -> None:
-    """A paused run's beat: its heartbeat, and setting changes at once (``rlab set`` on a
-    paused run answers, and the change holds when the run resumes)."""
-    session.writer.heartbeat(session.run_id, step)
+    """A paused run's beat before step ``step``: its heartbeat, and setting changes at once
+    (``rlab set`` on a paused run answers, and the change holds when the run resumes)."""
+    session.writer.heartbeat(session.run_id, step - 1)
     _apply_pending_settings(session, step)
 
 

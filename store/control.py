@@ -114,6 +114,8 @@ class Controller:
     command until the run loop applies it at the next step boundary;
     ``pending_settings`` the ``set_settings`` commands not yet applied,
     oldest first (each is a change of its own, applied in order).
+    ``tell``: called with one line for a person each time the run pauses,
+    resumes, single-steps or stops (a headless run prints it).
     ``paused_seconds``: wall seconds spent waiting while paused (a run's
     seconds of training and its time budget leave them out).
     """
@@ -125,6 +127,7 @@ class Controller:
     step_once: bool = False
     pending_rewards: tuple[int, dict] | None = None
     pending_settings: list[tuple[int, dict]] = field(default_factory=list)
+    tell: Callable[[str], None] = field(default=lambda line: None)
     poll_interval_s: float = 0.1
     paused_seconds: float = 0.0
     # A set_rewards command stays pending in the table until the step
@@ -153,6 +156,7 @@ class Controller:
             return
         if kind == "stop":
             self.stop = True
+            self.tell(f"stopping after step {step} (a stop command)")
         elif kind == "pause":
             self.pause(step, "user")
         elif kind == "resume":
@@ -169,6 +173,7 @@ class Controller:
         self.paused = True
         self.writer.set_status(self.run_id, "paused")
         self.writer.write_event(self.run_id, "pause", {"reason": reason, **payload}, step=step)
+        self.tell(f"paused after step {step} ({reason})")
 
     def resume(self, step: int, reason: str = "user") -> None:
         """Resume (idempotent) and record a ``resume`` event."""
@@ -177,6 +182,7 @@ class Controller:
         self.paused = False
         self.writer.set_status(self.run_id, "running")
         self.writer.write_event(self.run_id, "resume", {"reason": reason}, step=step)
+        self.tell(f"resumed after step {step} ({reason})")
 
     def end_of_step(self, step: int) -> None:
         """After a single-stepped step, pause again."""

@@ -322,3 +322,30 @@ def test_two_resumes_of_one_run_at_once_one_takes_it_the_other_says_so(tmp_path,
         for p in procs:
             p.kill()
             p.communicate()
+
+
+def test_a_headless_run_says_when_another_shell_pauses_steps_and_resumes_it(tmp_path, raw_tiny_model_dir):
+    """Issue 40, 3.9 and 3.11: each command is a line on the engine's stderr, and a pause
+    is recorded at the step the run row shows (the last step done), not the next one."""
+    db = tmp_path / "say.db"
+    proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "say")
+    try:
+        reader = _wait_for_run(db, "say")
+        run_id = reader.run_by_name("say")["id"]
+        _wait(lambda: _last_step(reader, run_id) >= 1)
+        send_command(db, run_id, "pause")
+        _wait(lambda: reader.run(run_id)["status"] == "paused")
+        paused_at = reader.run(run_id)["last_step"]
+        send_command(db, run_id, "step")
+        _wait(lambda: [e["kind"] for e in reader.events(run_id)].count("pause") == 2)
+        send_command(db, run_id, "resume")
+        _wait(lambda: _last_step(reader, run_id) >= paused_at + 2)
+        send_command(db, run_id, "stop")
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    pause = next(e for e in reader.events(run_id) if e["kind"] == "pause")
+    assert pause["step"] == paused_at
+    for line in (f"rlab: paused after step {paused_at} (user)", f"rlab: resumed after step {paused_at} (single step)",
+                 f"rlab: paused after step {paused_at + 1} (single step done)", "(user)", "rlab: stopping after step"):
+        assert line in err, (line, err[-2000:])

@@ -50,13 +50,19 @@ def test_a_rejected_edit_exits_non_zero_with_the_reason_and_sends_nothing(small,
     assert "line 2" in lines[0] and StoreReader(small).commands(1) == []
 
 
+def test_a_rejected_edit_names_the_file_the_user_passed_not_the_runs_copy(small, tmp_path):
+    """Issue 40, 3.14: the line an error points at is in the file given, so the message names that file."""
+    result = _rlab("reward", "demo", "bad.py", "--db", str(small), cwd=tmp_path)
+    assert "(bad.py line 2)" in result.stderr and "rewards.py" not in result.stderr, result.stderr
+
+
 def test_apply_sends_the_checked_version_and_reports_it_queued_when_no_engine_answers(small, tmp_path):
     result = _rlab("reward", "demo", "good.py", "--db", str(small), "--wait", "0.5", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "queued (command" in result.stdout
     [command] = StoreReader(small).commands(1)
     assert command["kind"] == "set_rewards" and command["status"] == "pending"
-    assert command["payload"] == {"source": ONE_NUMBER, "weights": {"exact": 1.0}}
+    assert command["payload"] == {"source": ONE_NUMBER, "weights": {"exact": 1.0}, "filename": "good.py"}
 
 
 def test_a_run_that_is_not_running_records_the_edit_for_its_resume(small, tmp_path):

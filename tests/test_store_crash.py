@@ -196,3 +196,31 @@ def test_a_dead_engines_run_reads_crashed_where_the_file_cannot_be_written(tmp_p
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT status FROM runs").fetchone()[0] == "running"  # the file says otherwise
     conn.close()
+
+
+def test_a_full_disk_while_the_weights_are_written_is_one_error_whose_advice_resume_takes(tmp_path, monkeypatch,
+                                                                                           raw_tiny_model_dir):
+    """safetensors reports a full disk as a SafetensorError (not an OSError); the advice
+    (resume with --keep-checkpoints 1) must be one a resume takes (issue 40, 4.4)."""
+    from safetensors import SafetensorError
+    from transformers import PreTrainedModel
+
+    from rlab.engine.config import RunConfig
+    from rlab.engine.step import run
+    from rlab.engine.train.checkpoint import CheckpointError
+
+    def full(self, *args, **kwargs):
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
+                              "message: \"No space left on device\" })")
+
+    db = tmp_path / "full.db"
+    config = RunConfig(model=raw_tiny_model_dir, db=db, name="full", max_steps=3, prompts_per_step=2, group_size=2,
+                       eval_size=4, eval_every=100, checkpoint_every=2)
+    with monkeypatch.context() as patched:
+        patched.setattr(PreTrainedModel, "save_pretrained", full)
+        with pytest.raises(CheckpointError, match="StorageFull.*rlab run --headless --resume full --db .* "
+                                                  "--keep-checkpoints 1"):
+            run(config)
+    assert not list((tmp_path / "rlab_runs").rglob("*.partial"))
+    summary = run(RunConfig(db=db, resume="full", keep_checkpoints=1, max_steps=3))  # the advice, taken
+    assert summary["status"] == "finished" and summary["last_step"] == 3

@@ -462,3 +462,11 @@ def test_with_no_success_function_a_trl_run_judges_success_as_our_engine_does(tm
     scores = rubric.score_group([{"prompt": prompt("2+2="), "answer": "4"}] * 4, [completion(t) for t in texts])
     assert stored == [int(SuccessRule().passed(s)) for s in scores] == [1, 0, 1, 0]
     assert rate == 0.5
+
+
+def test_a_success_function_the_run_lacks_is_refused_with_advice_for_the_callback(tmp_path):
+    from rlab.engine.success import SuccessError
+
+    with pytest.raises(SuccessError, match=r"RlabCallback\(success='exact'\) names no reward function .* correct, "
+                                           r"brief\); pass success= one of them"):
+        RlabCallback(tmp_path / "runs.db", trainer=fake_trainer([correct, brief]), success="exact")

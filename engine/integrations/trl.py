@@ -100,7 +100,7 @@ from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.edit.gate import check_samples
 from rlab.engine.rewards.scoring_process import RubricVersion
 from rlab.engine.settings import SettingsError, trl_changes
-from rlab.engine.success import SuccessRule
+from rlab.engine.success import SuccessError, SuccessRule
 from rlab.store.formats.trl import FIXED_COLUMNS, NAME, rows_to_step
 from rlab.store.formats.write import free_name
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, GroupRecord
@@ -174,6 +174,9 @@ class RlabCallback(TrainerCallback):
             total of the reward functions against ``success_threshold``, as the
             lab's own runs judge a task that declares none (``engine.success``).
         success_threshold: the value of ``success`` that counts as solved.
+
+    Raises:
+        rlab.engine.success.SuccessError: ``success`` is none of the run's reward functions.
         alerts: thresholds and ``pause_on`` (``engine.alerts.AlertThresholds``
             or a dict of them).
         judge: a RULER judge to add as one more reward function (its TRL
@@ -209,6 +212,11 @@ class RlabCallback(TrainerCallback):
             self.rewards = TrlRewards(trainer, self.ranks)
             if self.reward_path is not None:
                 self.rewards.switch(1, _file_version(self.reward_path))
+            names = self.rewards.version.weights
+            if success is not None and success not in names:
+                raise SuccessError(f"RlabCallback(success={success!r}) names no reward function of this run (its "
+                                   f"functions: {', '.join(names) or 'none'}); pass success= one of them, or None "
+                                   "to judge by the total reward")
             if judge is not None:
                 self.judge = JudgeReward(judge, self.ranks, rubric=judge_rubric,
                                          group_size=getattr(trainer, "num_generations", None))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM
 
 from rlab.engine.policy.lora import is_lora
@@ -70,11 +71,12 @@ def save_checkpoint(
         model.save_pretrained(weights_dir, safe_serialization=True)
         torch.save(optimizer.state_dict(), partial / OPTIMIZER_FILE)
         torch.save({"step": step, "rng_state": rng_state, "global_rng": _global_rng()}, partial / STATE_FILE)
-    except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError
+    except (OSError, RuntimeError, SafetensorError) as err:
+        # torch.save reports a full disk as a RuntimeError, safetensors (the weights) as a SafetensorError
         shutil.rmtree(partial, ignore_errors=True)
         raise CheckpointError(f"cannot write the checkpoint of step {step} to {directory.parent}: "
-                              f"{getattr(err, 'strerror', None) or err}; free disk space there (or pass "
-                              "--keep-checkpoints 1), then resume with --resume") from None
+                              f"{getattr(err, 'strerror', None) or err}; free disk space there, or keep fewer "
+                              "checkpoints: resume the run with --resume NAME --keep-checkpoints 1") from None
     shutil.rmtree(directory, ignore_errors=True)
     partial.rename(directory)
     return directory

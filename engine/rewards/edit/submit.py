@@ -89,7 +89,7 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
     versions = reader.reward_versions(row["id"])
     applied = versions[-1]["source"] if versions else None
     groups = recent_groups(reader, row["id"], k)
-    filename = Path((row.get("config") or {}).get("reward_file") or file).name
+    filename = Path(file).name  # errors name the file the user wrote, not the run's copy
     result, report = check_edit(applied, source, groups, timeout_s, filename=filename)
     if not result.ok:
         raise EditRejected(f"{file} not applied: {result.message}")
@@ -105,7 +105,8 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
         return Submitted(text, "dry-run")
     if row["status"] not in LIVE_STATUSES:
         return _for_resume(db, reader, row, source, result.weights, text)
-    command_id = send_command(db, row["id"], "set_rewards", {"source": source, "weights": result.weights})
+    command_id = send_command(db, row["id"], "set_rewards", {"source": source, "weights": result.weights,
+                                                            "filename": filename})
     return _await(row, Path(db), command_id, text, wait_s)
 
 
