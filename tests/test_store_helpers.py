@@ -6,12 +6,14 @@ PROMPT = "What is 37 + 45? Answer with the number only."
 
 
 def make_group(index: int, *, size: int = 8, turns: int = 0, completion_chars: int = 300,
-               reward_of=lambda j: float(j % 2)) -> GroupRecord:
+               reward_of=lambda j: float(j % 2), completion_of=None) -> GroupRecord:
     """A group of ``size`` scored trajectories with ~``completion_chars``
-    characters of completion each, optionally ``turns`` turns per trajectory."""
+    characters of completion each (one phrase repeated, or
+    ``completion_of(j)``), optionally ``turns`` turns per trajectory."""
     trajectories = []
     for j in range(size):
-        completion = (f"82 because 37 + 45 = 82 (try {j}) " * 20)[:completion_chars]
+        completion = (completion_of(j) if completion_of is not None
+                      else (f"82 because 37 + 45 = 82 (try {j}) " * 20)[:completion_chars])
         reward = reward_of(j)
         trajectories.append(TrajectoryRecord(
             index=j,

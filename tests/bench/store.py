@@ -1,13 +1,18 @@
 """Store benchmark: ingest rate and TUI query latency on a large run file.
 
     python tests/bench/store.py [--trajectories 1000000] [--steps 10000]
+                                [--completion-chars 300] [--db PATH]
 
 Builds a run file in a temporary directory through StoreWriter (groups of 8,
-~300-character completions, messages JSON included, one group in 16 a
-4-turn episode; one transaction per step), then times every StoreReader
-query the TUI polls. Prints one JSON object: ingest rates (trajectories per
-second, per-step and per-group transactions) and p50/p95/max latency in
-milliseconds per query. Targets (issue 3): ingest >= 20,000 trajectories/s;
+completions of ``--completion-chars`` characters of seeded random words,
+messages JSON included, one group in 16 a 4-turn episode; one transaction
+per step), then times every StoreReader query the TUI polls. A run file of
+long reasoning completions, 200,000 trajectories of 8,000 characters
+(3.2 GB), is ``--trajectories 200000 --steps 2000 --completion-chars 8000``;
+``--db PATH`` keeps the file there, or reuses it if it exists (no ingest
+figures then), so tests/bench/tui.py can read the same file. Prints one
+JSON object: ingest rates (trajectories per second, per-step and per-group
+transactions) and p50/p95/max latency in milliseconds per query. Targets (issue 3): ingest >= 20,000 trajectories/s;
 every TUI query p95 < 20 ms at 1,000,000 trajectories.
 """
 
@@ -31,6 +36,22 @@ from rlab.store.writer import StoreWriter  # noqa: E402
 from test_store_helpers import make_group  # noqa: E402
 
 GROUP_SIZE = 8
+POOL_GROUPS = 64
+# The words a completion is drawn from, most frequent first (Zipf weights):
+# realistic text for SQLite's pages and a text index, as one phrase repeated is not.
+VOCABULARY = """
+the a to is of and so we that it this in be for then not with as are answer
+number sum step first next each add carry digit total check result two one
+three ten value hence let us get which from by at or but if than more less four
+five six seven eight nine zero tens ones place column write left right equal
+equals gives makes wait again means now all only both same last since because
+hundred twenty thirty forty fifty sixty seventy eighty ninety eleven twelve
+correct wrong careful simple problem question given need find know see look
+part start end line into out up down there here what when how why would could
+should must can will do does did done have has had make made take took try
+times plus minus over under between after before while until once twice
+every other another way case idea work working think thinking compute remainder
+""".split()
 # The queries issue 3 names, with its p95 < 20 ms target at 1M trajectories
 # (the reward series as a plot reads it: 10,000 steps averaged to 500 points;
 # metric_series_reward_all, every point, is reported next to it).
@@ -38,16 +59,36 @@ REQUIRED = ("latest_step", "metric_series_reward_500_points", "groups_of_step",
             "trajectory_with_turns", "rollouts_since")
 
 
-def group_pool() -> list:
-    """64 distinct groups to cycle through (building records is the engine's
-    cost, not the store's); every 16th is a multi-step group with turns."""
+def completion_text(rng: random.Random, chars: int) -> str:
+    """``chars`` characters of reasoning-like text: words of VOCABULARY drawn
+    with Zipf weights, a number in every ten words, sentences of 6-20 words."""
+    weights = [1 / rank for rank in range(1, len(VOCABULARY) + 1)]
+    parts: list[str] = []
+    length = 0
+    while length < chars:
+        words = [str(rng.randrange(1000)) if rng.random() < 0.1 else word
+                 for word in rng.choices(VOCABULARY, weights, k=rng.randint(6, 20))]
+        sentence = " ".join(words).capitalize() + (".\n" if rng.random() < 0.2 else ". ")
+        parts.append(sentence)
+        length += len(sentence)
+    return "".join(parts)[:chars]
+
+
+def group_pool(completion_chars: int = 300) -> list:
+    """POOL_GROUPS distinct groups to cycle through (building records is the
+    engine's cost, not the store's), every completion its own seeded random
+    text; every 16th group is a multi-step group with turns."""
+    rng = random.Random(0)
+    texts = [[completion_text(rng, completion_chars) for _ in range(GROUP_SIZE)]
+             for _ in range(POOL_GROUPS)]
     return [make_group(i, size=GROUP_SIZE, turns=4 if i % 16 == 0 else 0,
-                       reward_of=lambda j, i=i: float((i + j) % 3 == 0)) for i in range(64)]
+                       reward_of=lambda j, i=i: float((i + j) % 3 == 0),
+                       completion_of=texts[i].__getitem__) for i in range(POOL_GROUPS)]
 
 
-def build(path: Path, trajectories: int, steps: int) -> dict:
+def build(path: Path, trajectories: int, steps: int, completion_chars: int = 300) -> dict:
     """Write ``trajectories`` trajectories over ``steps`` steps; return rates."""
-    pool = group_pool()
+    pool = group_pool(completion_chars)
     n_groups = trajectories // GROUP_SIZE
     with StoreWriter(path) as writer:
         run_id = writer.start_run("bench", "arithmetic", {"group_size": GROUP_SIZE}, {})
@@ -69,9 +110,9 @@ def build(path: Path, trajectories: int, steps: int) -> dict:
             "traj_per_cpu_s": g * GROUP_SIZE / cpu_seconds}
 
 
-def per_group_rate(path: Path, trajectories: int = 40_000) -> float:
+def per_group_rate(path: Path, completion_chars: int, trajectories: int = 40_000) -> float:
     """Trajectories/s when every group is its own transaction (write_group)."""
-    pool = group_pool()
+    pool = group_pool(completion_chars)
     with StoreWriter(path) as writer:
         run_id = writer.start_run("per-group", "arithmetic", {}, {})
         started = time.perf_counter()
@@ -95,6 +136,8 @@ def time_queries(path: Path, run_id: int, steps: int, repeats: int) -> dict:
     last_id = reader.rollouts_since(run_id, 0, 1)[-1]["id"]
     with_turns = [t["id"] for t in reader.group(1)["trajectories"]]  # pool group 0 has turns
     last_event = reader.events(run_id)[-1]["id"]
+    # Three words of the newest completion: text that one pool completion in 512 holds.
+    common = " ".join(reader.trajectory(last_id)["completion"].split()[10:13])
     queries = {
         "latest_step": lambda: reader.latest_step(run_id),
         "step_series_all": lambda: reader.step_series(run_id),
@@ -109,7 +152,7 @@ def time_queries(path: Path, run_id: int, steps: int, repeats: int) -> dict:
         "events_since": lambda: reader.events(run_id, since_id=last_event - rng.randrange(1, 5)),
         "runs": reader.runs,
         "steps": lambda: reader.steps(run_id),
-        "search_common": lambda: reader.search(run_id, "try 3", limit=50),
+        "search_common": lambda: reader.search(run_id, common, limit=50),
         "search_absent_newest_200k": lambda: reader.search(run_id, "no such text"),
     }
     results = {}
@@ -132,25 +175,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trajectories", type=int, default=1_000_000)
     parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--completion-chars", type=int, default=300,
+                        help="characters of each completion (8000: long reasoning)")
     parser.add_argument("--repeats", type=int, default=200, help="timings per query")
+    parser.add_argument("--db", type=Path, help="keep the run file here; reuse it if it exists")
     args = parser.parse_args()
+    ingest: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "bench.db"
-        built = build(path, args.trajectories, args.steps)
-        size_mb = sum(p.stat().st_size for p in Path(tmp).glob("bench.db*")) / 2**20
-        queries = time_queries(path, built["run_id"], args.steps, args.repeats)
+        path = args.db or Path(tmp) / "bench.db"
+        if path.exists():  # what it holds (tests/bench/tui.py streams steps into it)
+            with StoreReader(path) as reader:
+                run_id = reader.run_by_name("bench")["id"]
+                args.trajectories = reader.rollouts_since(run_id, 0, 1)[-1]["id"]
+                args.steps = reader.latest_step(run_id)["step"] + 1
+        else:
+            built = build(path, args.trajectories, args.steps, args.completion_chars)
+            run_id = built["run_id"]
+            ingest = {"ingest_traj_per_s": round(built["traj_per_s"]),
+                      "ingest_traj_per_cpu_s": round(built["traj_per_cpu_s"]),
+                      "ingest_seconds": round(built["seconds"], 1),
+                      "ingest_traj_per_s_per_group_txn": round(
+                          per_group_rate(Path(tmp) / "per_group.db", args.completion_chars))}
+        size_mb = sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 2**20
+        queries = time_queries(path, run_id, args.steps, args.repeats)
         started = time.perf_counter()
-        export_run(path, built["run_id"], Path(tmp) / "export")
+        export_run(path, run_id, Path(tmp) / "export")
         export_seconds = time.perf_counter() - started
-        group_rate = per_group_rate(Path(tmp) / "per_group.db")
     tui = {k: v for k, v in queries.items() if not k.startswith("search")}
     print(json.dumps({
         "trajectories": args.trajectories, "steps": args.steps, "group_size": GROUP_SIZE,
-        "file_mb": round(size_mb, 1),
-        "ingest_traj_per_s": round(built["traj_per_s"]),
-        "ingest_traj_per_cpu_s": round(built["traj_per_cpu_s"]),
-        "ingest_seconds": round(built["seconds"], 1),
-        "ingest_traj_per_s_per_group_txn": round(group_rate),
+        "completion_chars": args.completion_chars,
+        "file_mb": round(size_mb, 1), **ingest,
         "export_seconds": round(export_seconds, 1),
         "queries": queries,
         "required_query_p95_ms_max": max(queries[name]["p95_ms"] for name in REQUIRED),

@@ -1,10 +1,12 @@
 """TUI benchmark: time to first screen, key-press latency, memory over time.
 
     python tests/bench/tui.py [--trajectories 1000000] [--steps 10000]
-                              [--db PATH] [--presses 200] [--memory-seconds 180]
+                              [--completion-chars 300] [--db PATH]
+                              [--presses 200] [--memory-seconds 180]
 
 Builds (or reuses, with ``--db``) a run file with the store benchmark's
-builder (tests/bench/store.py: groups of 8, ~300-character completions), then
+builder (tests/bench/store.py: groups of 8, completions of
+``--completion-chars`` characters of seeded random words), then
 drives the real app headless with Textual's pilot at 120x40:
 
 1. ``first_screen_s``: from constructing ``RolloutLabApp`` (modules already
@@ -64,12 +66,13 @@ def import_seconds() -> float:
     return float(out.stdout.strip())
 
 
-def stream(path: str, run_id: int, first_step: int, interval: float, stop) -> None:
+def stream(path: str, run_id: int, first_step: int, interval: float, completion_chars: int,
+           stop) -> None:
     """The streaming 'engine': a step of 8 groups of 8 every ``interval`` s."""
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     from rlab.store.writer import StoreWriter
 
-    pool = bench_store().group_pool()
+    pool = bench_store().group_pool(completion_chars)
     step = first_step
     with StoreWriter(path) as writer:
         while not stop.is_set():
@@ -162,8 +165,8 @@ async def drive(path: Path, run_id: int, args, stop_stream) -> dict:
 
         stop_stream.clear()
         writer = mp.get_context("spawn").Process(
-            target=stream, args=(str(path), run_id, app.feed.last_step + 1,
-                                 args.stream_interval, stop_stream), daemon=True)
+            target=stream, args=(str(path), run_id, app.feed.last_step + 1, args.stream_interval,
+                                 args.completion_chars, stop_stream), daemon=True)
         if args.stream_interval > 0:
             writer.start()
         try:
@@ -208,6 +211,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trajectories", type=int, default=1_000_000)
     parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--completion-chars", type=int, default=300,
+                        help="characters of each completion (8000: long reasoning)")
     parser.add_argument("--db", type=Path, help="reuse this run file if it exists (else build it there)")
     parser.add_argument("--presses", type=int, default=200)
     parser.add_argument("--memory-seconds", type=float, default=180)
@@ -219,7 +224,7 @@ def main() -> None:
         path = args.db or Path(tmp) / "bench.db"
         result: dict = {}
         if not path.exists():
-            built = bench_store().build(path, args.trajectories, args.steps)
+            built = bench_store().build(path, args.trajectories, args.steps, args.completion_chars)
             result["build_s"] = round(built["seconds"], 1)
         from rlab.store.reader import StoreReader
 
