@@ -195,14 +195,17 @@ def distinct_n(completions: list[str], n: int) -> float:
     (its whole text), so a group of identical short answers scores 1/G.
     Returns 1.0 for an empty group.
     """
-    grams: list[tuple[str, ...]] = []
+    unique: set[tuple[str, ...]] = set()
+    total = 0
     for text in completions:
         words = text.split()
         if len(words) < n:
-            grams.append(tuple(words))
-        else:
-            grams.extend(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
-    return len(set(grams)) / len(grams) if grams else 1.0
+            unique.add(tuple(words))
+            total += 1
+        else:  # zip builds the n-grams in C: 8,000-character completions are 1,300 words each
+            unique.update(zip(*(words[i:] for i in range(n))))
+            total += len(words) - n + 1
+    return len(unique) / total if total else 1.0
 
 
 def reward_scale(weights: Mapping[str, float]) -> float:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, cast
 
-from rlab.store.db import SchemaVersionError, connect, open_db, process_alive
+from rlab.store.db import SchemaVersionError, connect, open_db, process_alive, read_error
 from rlab.store.migrations import SCHEMA_VERSION
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, STEP_METRIC_COLUMNS
 from rlab.store.rows import (
@@ -100,13 +100,24 @@ class StoreReader:
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction: every query inside sees the same snapshot."""
+        """One read transaction: every query inside sees the same snapshot.
+
+        Raises:
+            RunFileError: a query met a damaged page (the message names the
+                damage and the recovery: commands that read part of the
+                file do not check every page first, ``store.db.check_run_file``).
+        """
         with self._lock:
             self._conn.execute("BEGIN")
             try:
                 yield self._conn
+            except sqlite3.DatabaseError as err:
+                if err.sqlite_errorcode != sqlite3.SQLITE_CORRUPT:
+                    raise
+                raise read_error(self.path, err) from None
             finally:
-                self._conn.execute("COMMIT")
+                if self._conn.in_transaction:  # a read: nothing to commit (COMMIT fails after a damaged page)
+                    self._conn.execute("ROLLBACK")
 
     def _all(self, sql: str, params: list, json_columns: tuple[str, ...] = ()) -> list[dict]:
         with self._snapshot() as conn:

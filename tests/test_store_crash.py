@@ -224,3 +224,27 @@ def test_a_full_disk_while_the_weights_are_written_is_one_error_whose_advice_res
     assert not list((tmp_path / "rlab_runs").rglob("*.partial"))
     summary = run(RunConfig(db=db, resume="full", keep_checkpoints=1, max_steps=3))  # the advice, taken
     assert summary["status"] == "finished" and summary["last_step"] == 3
+
+
+def test_damage_is_found_by_the_page_check_or_by_the_read_that_meets_it(tmp_path):
+    """Issue 39: `rlab watch` no longer checks every page of a 3 GB file first; a read that
+    meets a damaged page names the damage and the recovery, as the page check does."""
+    from fixtures.smalldb import build_small_db
+    from rlab.store.db import RunFileError
+
+    path = tmp_path / "runs.db"
+    ids = build_small_db(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size, pages = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count"))
+    conn.close()
+    with path.open("r+b") as handle:  # the last page: an interior page of trajectories
+        handle.seek(page_size * (pages - 1) + page_size // 2)
+        handle.write(b"\xff" * (page_size // 4))
+    with pytest.raises(RunFileError, match="is damaged"):
+        check_run_file(path, writable=False)
+    check_run_file(path, writable=False, pages=False)  # the header is sound
+    with StoreReader(path) as reader:
+        assert [run["name"] for run in reader.runs()] == ["demo", "gigpo-demo"]  # pages it does not meet
+        with pytest.raises(RunFileError, match=r"is damaged: database disk image is malformed.*\.recover"):
+            reader.rollouts_since(ids["gigpo-demo"], 0)

@@ -78,3 +78,25 @@ def test_a_run_the_engine_watched_still_feeds_the_recent_groups_table(tmp_path):
         feed.poll()
         assert feed.watch is None and len(feed.groups) == 16
         assert {g["step"] for g in feed.groups} == set(range(8))
+
+
+def test_the_first_poll_reads_the_newest_groups_and_a_replayed_watch_catches_up_at_the_next(tmp_path):
+    """Issue 39: the first screen of a 3 GB run file waited seconds for the replayed watch's
+    distinct-n over 20 steps of long completions; it now reads only what it shows."""
+    from fixtures.smalldb import build_small_db
+    from rlab.engine.alerts import AlertThresholds
+    from rlab.store.reader import StoreReader
+    from rlab.tui.feed import RunFeed
+
+    path = tmp_path / "run.db"
+    ids = build_small_db(path)
+    with StoreReader(path) as reader:
+        feed = RunFeed(reader, ids["demo"], replay=AlertThresholds(), keep_groups=4, backfill_steps=5)
+        first = feed.poll(watch=False)  # what the app's first poll does
+        assert [g["step"] for g in first.groups] == [6, 6, 7, 7]  # two steps fill the 4 rows
+        assert feed.last_step == 7 and feed.watched_step == -1 and not feed.alerts
+        second = feed.poll()
+        assert [(row["step"], len(groups)) for row, groups in second.watched] == [
+            (0, 0), (1, 0), (2, 0), (3, 2), (4, 2), (5, 2), (6, 2), (7, 2)]  # the newest 5 steps seeded
+        assert feed.watched_step == 7 and not second.groups
+        assert "perfect_share" in [a.kind for a in second.alerts]

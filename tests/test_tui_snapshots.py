@@ -35,8 +35,8 @@ def settled(*keys: str):
                 assert time.monotonic() < deadline, "the app did not settle"
                 await pilot.pause(0.05)
 
-        await wait(lambda: app.view is not None and app.view.group is not None
-                   and app.feed is not None and app.feed.alerts is not None)
+        await wait(lambda: app.view is not None and app.view.group is not None and app.feed is not None
+                   and (app.feed.watch is None or app.feed.watched_step == app.feed.last_step))
         await wait(lambda: not app.screen_stack[1]._plots_dirty)
         for key in keys:
             await pilot.press(key)

@@ -153,6 +153,7 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
         self._want_paused: bool | None = None
         self._newest_step: int | None = None  # the newest step before the last update
         self._polling = False
+        self._painted = False  # the watched run's first view is on the screen
         self._poll_reader = LockedReader(self.db_path)
         self.view_reader = LockedReader(self.db_path)  # screens query through it off the UI thread
         self._one_off_reader = LockedReader(self.db_path)
@@ -197,7 +198,9 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
                         self._check_engine()
                         return
                     feed = RunFeed(reader, run_id, replay=self._replay(reader.run(run_id)))
-                update = feed.poll()
+                # A replayed watch waits for the first screen to be painted: its
+                # catch-up holds the GIL for seconds on long completions.
+                update = feed.poll(watch=self._painted)
             self.call_from_thread(self._apply_update, feed, update)
         finally:
             self.call_from_thread(setattr, self, "_polling", False)
@@ -359,6 +362,8 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
     def _show_view(self, view: View) -> None:
         self.cursor = view.cursor
         self.view = view  # the screens' watchers show it now
+        if not self._painted:
+            self.call_after_refresh(setattr, self, "_painted", True)
 
     def action_open(self, which: str) -> None:
         """``g``/``t``/``a``: open the group view, trajectory inspector or advantages view."""
@@ -466,6 +471,7 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
         if run_id == self.run_id:
             return
         self.run_name, self.feed, self.run_row, self.view = None, None, None, None
+        self._painted = False
         self.cursor = Cursor()
         self.run_id = run_id  # last: its watchers find the previous run's state gone
 

@@ -36,11 +36,13 @@ MARK_EVENTS = ("reward_edit", "pause", "fork", "settings")
 class FeedUpdate:
     """New data since the previous poll (all lists oldest first).
 
-    ``groups`` holds the new steps' groups as read (light trajectory rows with
-    their completion) until the fold replaces them with dashboard rows
-    (:func:`group_summary`). ``final`` is the last step's row read again once
-    the run has ended: the engine writes its final held-out eval into that
-    row after the feed may have read it.
+    ``groups`` holds the groups for the recent-groups table as read (light
+    trajectory rows with their completion) until the fold replaces them with
+    dashboard rows (:func:`group_summary`). ``watched`` pairs each step row
+    a replayed watch observes in this poll with its groups (as read: empty
+    for a step older than the backfill). ``final`` is the last step's row
+    read again once the run has ended: the engine writes its final held-out
+    eval into that row after the feed may have read it.
     """
 
     run: dict | None
@@ -49,6 +51,7 @@ class FeedUpdate:
     events: list[dict] = field(default_factory=list)
     rollouts: list[dict] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)
+    watched: list[tuple[dict, list[dict]]] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
 
 
@@ -100,10 +103,18 @@ class RunFeed:
     :attr:`lock`. Alerts are the engine's (its ``alert`` events) unless
     ``replay`` is given: then the feed runs the watch itself over the stored
     steps under those thresholds (``rlab watch --alert``, and runs imported
-    from other tools, whose engine raised none). ``backfill_steps`` bounds how
-    many past steps' groups are read on the first poll to seed a replayed
-    watch (reading every group of a million-trajectory run would take
-    seconds); the step-metric alerts still see every step.
+    from other tools, whose engine raised none).
+
+    The first poll reads only what the dashboard's first screen shows: the
+    step series, the newest events and rollouts, and the newest steps'
+    groups for the recent-groups table (at most ``backfill_steps`` steps).
+    A replayed watch observes steps only in the polls that allow it
+    (:meth:`poll`), and then first catches up on the steps it has not seen,
+    so the first screen never waits for it (on long completions its
+    distinct-n over the backfill takes seconds). ``backfill_steps`` bounds
+    how many past steps' groups seed it (reading every group of a
+    million-trajectory run would take seconds); the step-metric alerts
+    still see every step.
     """
 
     def __init__(self, reader: StoreReader, run_id: int, *,
@@ -121,6 +132,7 @@ class RunFeed:
         self.marks: deque[dict] = deque(maxlen=500)
         self.backfill_steps = backfill_steps
         self.last_step = -1
+        self.watched_step = -1  # the last step a replayed watch observed
         self.arrivals: deque[tuple[float, int]] = deque(maxlen=64)  # (monotonic s, last step)
         self.last_event_id = 0
         self.last_rollout_rowid = 0
@@ -128,16 +140,22 @@ class RunFeed:
         self.ended = False  # the ended run's last step row was read again (FeedUpdate.final)
         self.lock = threading.Lock()
 
-    def poll(self, max_steps: int = 100_000) -> FeedUpdate:
+    def poll(self, max_steps: int = 100_000, *, watch: bool = True) -> FeedUpdate:
         """Read what is new since the last poll, then fold it into the caches
-        under :attr:`lock` (the UI thread takes the lock to read the caches)."""
-        update = self._read(max_steps)
+        under :attr:`lock` (the UI thread takes the lock to read the caches).
+        ``watch`` False holds a replayed watch back: it observes this poll's
+        steps at a later poll that allows it."""
+        update = self._read(max_steps, watch and self.watch is not None)
+        if self.watch is not None:  # outside the lock: only this thread uses the watch
+            self._observe(self.watch, update)
         with self.lock:
             self._fold(update)
         return update
 
-    def _read(self, max_steps: int) -> FeedUpdate:
-        """The queries: run row, steps, events, rollouts, new steps' groups."""
+    def _read(self, max_steps: int, watching: bool) -> FeedUpdate:
+        """The queries: run row, steps, events, rollouts, new steps' groups
+        (the first poll: the newest ones; see the class doc), the history a
+        replayed watch has yet to observe."""
         reader, run_id = self.reader, self.run_id
         update = FeedUpdate(reader.run(run_id))
         update.steps = reader.step_series(run_id, since_step=self.last_step, limit=max_steps)
@@ -147,16 +165,43 @@ class RunFeed:
         update.events = reader.events(run_id, since_id=self.last_event_id)
         update.rollouts = reader.rollouts_since(run_id, self.last_rollout_rowid,
                                                 limit=self.rollouts.maxlen)
-        if update.steps:
-            # Groups of the new steps, for the recent-groups table and a replayed
-            # watch; on the first poll only the last `backfill_steps` steps (a
-            # long run has too many).
-            first = self.last_step < 0
-            since = update.steps[-1]["step"] - self.backfill_steps if first else -1
+        if self.last_step < 0:
+            update.groups = self._newest_groups(update.steps)
+        else:
             for row in update.steps:
-                if row["step"] > since:
-                    update.groups.extend(groups_with_completions(reader, run_id, row["step"]))
+                update.groups.extend(groups_with_completions(reader, run_id, row["step"]))
+        if watching:
+            update.watched = self._unwatched(update.steps, update.groups, max_steps)
         return update
+
+    def _newest_groups(self, steps: list[dict]) -> list[dict]:
+        """The first poll's groups: the newest steps' (of ``steps``), enough to
+        fill the recent-groups table, oldest first."""
+        newest: list[list[dict]] = []
+        for row in reversed(steps[-self.backfill_steps:]):
+            newest.append(groups_with_completions(self.reader, self.run_id, row["step"]))
+            if sum(map(len, newest)) >= self.groups.maxlen:
+                break
+        return [group for groups in reversed(newest) for group in groups]
+
+    def _unwatched(self, steps: list[dict], groups: list[dict],
+                   max_steps: int) -> list[tuple[dict, list[dict]]]:
+        """The step rows a replayed watch has not observed, up to the newest of
+        ``steps`` (this poll's), each with its groups: when it is caught up,
+        ``steps`` with ``groups`` (read for the table); when it lags (the
+        first poll, or polls that held it back), its rows read again, with
+        groups for the newest ``backfill_steps`` of them."""
+        if 0 <= self.watched_step == self.last_step:
+            by_step: dict[int, list[dict]] = {}
+            for group in groups:
+                by_step.setdefault(group["step"], []).append(group)
+            return [(row, by_step.get(row["step"], [])) for row in steps]
+        newest = steps[-1]["step"] if steps else self.last_step
+        rows = [row for row in self.reader.step_series(self.run_id, since_step=self.watched_step,
+                                                       limit=max_steps) if row["step"] <= newest]
+        seeded = {row["step"] for row in rows[-self.backfill_steps:]}
+        return [(row, groups_with_completions(self.reader, self.run_id, row["step"])
+                 if row["step"] in seeded else []) for row in rows]
 
     def steps_per_second(self, window: float = RATE_WINDOW_SECONDS, now: float | None = None) -> float | None:
         """Steps per second over the last ``window`` seconds of arrivals, as
@@ -169,8 +214,15 @@ class RunFeed:
             return None
         return (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
 
+    def _observe(self, watch: AlertWatch, update: FeedUpdate) -> None:
+        """Run the replayed ``watch`` over the update's ``watched`` steps, in
+        order; its alerts go into ``update.alerts``."""
+        for row, groups in update.watched:
+            update.alerts += watch.observe(row["step"], row, [group_stats(g) for g in groups])
+            self.watched_step = row["step"]
+
     def _fold(self, update: FeedUpdate) -> None:
-        """Fold a read into the bounded caches and run the alert watch."""
+        """Fold a read, and the alerts found, into the bounded caches."""
         if update.steps:  # the history read on attaching is the baseline of the rate
             self.arrivals.append((time.monotonic(), update.steps[-1]["step"]))
         self.run = update.run
@@ -179,27 +231,18 @@ class RunFeed:
             if ev["kind"] in MARK_EVENTS:
                 self.marks.append(ev)
             if ev["kind"] == "alert" and self.watch is None:
-                alert = Alert.from_event(ev)
-                self.alerts.append(alert)
-                update.alerts.append(alert)
+                update.alerts.append(Alert.from_event(ev))
         for ro in update.rollouts:
             self.last_rollout_rowid = max(self.last_rollout_rowid, ro["id"])
             self.rollouts.append(ro)
         self.series.extend(update.steps)
         self.series.extend(update.final)  # the same step again: its values replaced
         self.ended = (update.run or {}).get("status") in TERMINAL_STATUSES
-        by_step: dict[int, list[dict]] = {}
-        for group in update.groups:
-            by_step.setdefault(group["step"], []).append(group)
         update.groups = [group_summary(g) for g in update.groups]
         self.groups.extend(update.groups)
-        for row in update.steps:
-            step = row["step"]
-            if self.watch is not None:
-                new = self.watch.observe(step, row, [group_stats(g) for g in by_step.get(step, [])])
-                self.alerts.extend(new)
-                update.alerts.extend(new)
-            self.last_step = step
+        if update.steps:
+            self.last_step = update.steps[-1]["step"]
+        self.alerts.extend(update.alerts)
 
 
 @dataclass(frozen=True, eq=False)

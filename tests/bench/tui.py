@@ -9,10 +9,11 @@ builder (tests/bench/store.py: groups of 8, completions of
 ``--completion-chars`` characters of seeded random words), then
 drives the real app headless with Textual's pilot at 120x40:
 
-1. ``first_screen_s``: from constructing ``RolloutLabApp`` (modules already
-   imported; ``import_s`` is measured apart, in a fresh interpreter) to the
-   dashboard populated: header, recent groups, rollouts and the cursor's
-   group shown and the plots drawn once.
+1. ``first_screen_s``: from ``rlab watch``'s checks of the file and its
+   first read (``tui.cli.watch_app``, which builds ``RolloutLabApp``; modules
+   already imported: ``import_s`` is measured apart, in a fresh interpreter)
+   to the dashboard populated: header, recent groups, rollouts and the
+   cursor's group shown and the plots drawn once.
 2. key latency, with an engine streaming: a separate process appends a step
    of 8 groups every ``--stream-interval`` seconds to the same run while
    ``--presses`` cursor keys (``[ ] ← → ↑ ↓``, a fixed pseudo-random walk)
@@ -143,12 +144,12 @@ async def press_keys(app, presses: int, rng: random.Random) -> tuple[list[float]
 async def drive(path: Path, run_id: int, args, stop_stream) -> dict:
     from textual.widgets import DataTable
 
-    from rlab.tui.app import RolloutLabApp
+    from rlab.tui.cli import watch_app
 
     rss = psutil.Process().memory_info
     out: dict = {"rss_mb_before_app": round(rss().rss / 2**20, 1)}
     started = time.perf_counter()
-    app = RolloutLabApp(path, run_id=run_id)
+    app = watch_app(path, str(run_id))
     async with app.run_test(size=SIZE) as pilot:
         def populated() -> bool:
             if app.view is None or app.view.group is None or len(app.screen_stack) < 2:
