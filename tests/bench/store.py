@@ -19,6 +19,7 @@ every TUI query p95 < 20 ms at 1,000,000 trajectories.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -37,9 +38,8 @@ from test_store_helpers import make_group  # noqa: E402
 
 GROUP_SIZE = 8
 POOL_GROUPS = 64
-# The words a completion is drawn from, most frequent first (Zipf weights):
-# realistic text for SQLite's pages and a text index, as one phrase repeated is not.
-VOCABULARY = """
+# The frequent words of a reasoning completion, most frequent first.
+COMMON_WORDS = """
 the a to is of and so we that it this in be for then not with as are answer
 number sum step first next each add carry digit total check result two one
 three ten value hence let us get which from by at or but if than more less four
@@ -52,6 +52,29 @@ should must can will do does did done have has had make made take took try
 times plus minus over under between after before while until once twice
 every other another way case idea work working think thinking compute remainder
 """.split()
+
+
+def vocabulary(size: int = 8192) -> list[str]:
+    """COMMON_WORDS, then seeded pseudo-words of 2-4 syllables up to ``size``
+    words: the rare words of a long text. Drawn with Zipf weights, most words
+    (and the trigrams inside them) are in few completions, as in real text,
+    so compression and a text index see realistic text."""
+    rng = random.Random(1)
+    syllables = [c + v for c in ("b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t",
+                                 "v", "w", "x", "z", "th", "ch", "sh", "st", "pr", "tr") for v in "aeiouy"]
+    words = list(COMMON_WORDS)
+    seen = set(words)
+    while len(words) < size:
+        word = "".join(rng.choices(syllables, k=rng.randint(2, 4))) + rng.choice(("", "", "n", "s", "r", "t"))
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return words
+
+
+VOCABULARY = vocabulary()
+ZIPF = list(itertools.accumulate(1 / rank for rank in range(1, len(VOCABULARY) + 1)))
+"""Cumulative Zipf weights of VOCABULARY (rank r drawn with weight 1/r)."""
 # The queries issue 3 names, with its p95 < 20 ms target at 1M trajectories
 # (the reward series as a plot reads it: 10,000 steps averaged to 500 points;
 # metric_series_reward_all, every point, is reported next to it).
@@ -62,12 +85,11 @@ REQUIRED = ("latest_step", "metric_series_reward_500_points", "groups_of_step",
 def completion_text(rng: random.Random, chars: int) -> str:
     """``chars`` characters of reasoning-like text: words of VOCABULARY drawn
     with Zipf weights, a number in every ten words, sentences of 6-20 words."""
-    weights = [1 / rank for rank in range(1, len(VOCABULARY) + 1)]
     parts: list[str] = []
     length = 0
     while length < chars:
         words = [str(rng.randrange(1000)) if rng.random() < 0.1 else word
-                 for word in rng.choices(VOCABULARY, weights, k=rng.randint(6, 20))]
+                 for word in rng.choices(VOCABULARY, cum_weights=ZIPF, k=rng.randint(6, 20))]
         sentence = " ".join(words).capitalize() + (".\n" if rng.random() < 0.2 else ". ")
         parts.append(sentence)
         length += len(sentence)
@@ -136,8 +158,9 @@ def time_queries(path: Path, run_id: int, steps: int, repeats: int) -> dict:
     last_id = reader.rollouts_since(run_id, 0, 1)[-1]["id"]
     with_turns = [t["id"] for t in reader.group(1)["trajectories"]]  # pool group 0 has turns
     last_event = reader.events(run_id)[-1]["id"]
-    # Three words of the newest completion: text that one pool completion in 512 holds.
-    common = " ".join(reader.trajectory(last_id)["completion"].split()[10:13])
+    # 16 characters from the middle of the newest completion: text that one pool completion in 512 holds.
+    newest = reader.trajectory(last_id)["completion"]
+    common = newest[len(newest) // 2:][:16]
     queries = {
         "latest_step": lambda: reader.latest_step(run_id),
         "step_series_all": lambda: reader.step_series(run_id),
