@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Input, Static
 
 from fixtures.smalldb import REWARD_FILE, REWARD_V2, build_small_db
 from rlab.store.reader import StoreReader
+from rlab.store.textindex import build_text_index
 from rlab.tui.filesize import FileGrowth, file_bytes, human_bytes
 from rlab.store.writer import StoreWriter
 from rlab.tui.advantages import AdvantagesScreen
@@ -189,8 +190,12 @@ async def test_a_opens_advantages_and_enter_highlights_an_anchor_group(db):
         await until(pilot, lambda: not isinstance(app.screen, AdvantagesScreen))
 
 
-async def test_slash_searches_and_opens_the_match(db):
+@pytest.mark.parametrize("indexed", [False, True], ids=["scan", "text_index"])
+async def test_slash_searches_and_opens_the_match(db, indexed):
     path, ids = db
+    if indexed:  # `rlab index`: the same matches, and the title says how they were found
+        with StoreWriter(path) as writer:
+            build_text_index(writer.database)
     app = RolloutLabApp(path, run_id=ids["demo"])
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
@@ -200,6 +205,7 @@ async def test_slash_searches_and_opens_the_match(db):
         await pilot.press("enter")
         results = app.screen.query_one("#search-results", DataTable)
         await until(pilot, lambda: results.row_count == 4)
+        assert ("through the text index" in results.border_title) == indexed
         await pilot.press("down", "enter")
         await until(pilot, lambda: isinstance(app.screen, TrajectoryScreen))
         await until(pilot, lambda: app.view.trajectory is not None

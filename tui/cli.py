@@ -28,10 +28,13 @@ import json
 import sqlite3
 import sys
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from pathlib import Path
 
 from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 DEFAULT_DB = Path("rlab.db")
 RUN = "run"
@@ -74,6 +77,9 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
                        help="override an alert threshold of the run config while watching")
     watch.add_argument("--follow", type=Path, metavar="DIR",
                        help="import a TRL output_dir / verl rollout dir as it is written, and watch it")
+    index = sub.add_parser("index", help="build a text index of the file's completions, so `/` in the TUI "
+                           "finds text in every trajectory at once (the file grows: docs/architecture.md)")
+    index.add_argument("--db", type=Path, default=DEFAULT_DB)
     runs = sub.add_parser("runs", help="list the runs in a file")
     runs.add_argument("--db", type=Path, default=DEFAULT_DB)
     runs.add_argument("--json", action="store_true", help="print a JSON list")
@@ -350,6 +356,53 @@ def _watch_follow(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_index(args: argparse.Namespace) -> int:
+    """``rlab index``: build the file's text index (``store.textindex``), once,
+    and print how long it took and how much the file grew.
+
+    Raises:
+        ValueError: a run's engine writes the file (the build holds its write
+            lock for minutes on gigabytes, which would stop the run), or
+            another process held the write lock for ``BUSY_TIMEOUT_S``.
+    """
+    from rlab.store.db import BUSY_TIMEOUT_S, check_run_file, open_db
+    from rlab.store.textindex import build_text_index
+    from rlab.tui.filesize import file_bytes, human_bytes
+
+    check_run_file(_existing(args.db), writable=True)
+    db = open_db(args.db, create=False)
+    try:
+        _refuse_live_runs(db, args.db)
+        before = file_bytes(args.db)
+        seconds = build_text_index(db)
+    except sqlite3.OperationalError as err:
+        if "locked" not in str(err):
+            raise
+        raise ValueError(f"another process held {args.db}'s write lock for {BUSY_TIMEOUT_S:.0f} s "
+                         "(an import, or a run of another host?); index it when nothing writes the file") from None
+    finally:
+        db.close()  # the last connection: its WAL goes into the file, so the size below is the file's
+    if seconds is None:
+        print(f"{args.db} has a text index already; `/` in the TUI searches through it")
+    else:
+        after = file_bytes(args.db)
+        print(f"indexed the completions of {args.db} in {seconds:.1f} s; the file grew by "
+              f"{human_bytes(after - before)} to {human_bytes(after)}; `/` in the TUI now finds text in "
+              "every trajectory through the index")
+    return 0
+
+
+def _refuse_live_runs(db: sqlite_utils.Database, path: Path) -> None:
+    """Raise ValueError naming the first run whose engine is alive and writes ``db``."""
+    from rlab.store.db import run_owner_alive
+
+    live = [run["name"] for run in db.query("SELECT * FROM runs") if run_owner_alive(run)]
+    if live:
+        raise ValueError(f"run {live[0]} is writing {path}, and building the index would stop it "
+                         f"(it locks the file for minutes); index it when the run has ended, or stop it: "
+                         f"rlab stop {live[0]} --db {path}")
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from rlab.store.export import list_runs
     from rlab.tui.formatting import run_tree, tree_name
@@ -535,7 +588,7 @@ def cmd_control(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, FORK: cmd_fork, "set": cmd_set, "watch": cmd_watch, "runs": cmd_runs, "export": cmd_export,
-            "eval": cmd_loop, "select": cmd_loop, "compare": cmd_compare, "inspect": cmd_inspect,
+            "index": cmd_index, "eval": cmd_loop, "select": cmd_loop, "compare": cmd_compare, "inspect": cmd_inspect,
             "reward": cmd_reward, "import": cmd_import, "serve": cmd_serve,
             **dict.fromkeys(CONTROL_COMMANDS, cmd_control)}
 

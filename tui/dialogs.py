@@ -8,6 +8,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Markdown
 
+from rlab.store.reader import SCAN_TRAJECTORIES
+
 HELP = """\
 # Keys
 
@@ -92,8 +94,9 @@ class SearchScreen(ModalScreen[None]):
     """``/``: find trajectories of the run whose completion or prompt contains a text.
 
     The query runs in a worker (``StoreReader.search``, newest 100 matches);
-    ``enter`` on a match moves the cursor there and opens the trajectory
-    inspector.
+    the title says whether it went through the file's text index or scanned
+    the newest trajectories; ``enter`` on a match moves the cursor there and
+    opens the trajectory inspector.
     """
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Close")]
@@ -116,16 +119,20 @@ class SearchScreen(ModalScreen[None]):
         if not text:
             return
         run_id = self.app.run_id
-        self.app.read_in_worker(lambda reader: reader.search(run_id, text, limit=self.LIMIT), self._show)
+        self.app.read_in_worker(lambda reader: (reader.search(run_id, text, limit=self.LIMIT),
+                                                reader.uses_text_index(text)), self._show)
 
-    def _show(self, rows: list[dict]) -> None:
+    def _show(self, found: tuple[list[dict], bool]) -> None:
+        rows, indexed = found
         table = self.query_one(DataTable)
         table.clear()
         self._rows = {str(r["id"]): r for r in rows}
         for r in rows:
             table.add_row(r["step"], r["group_id"], r["idx"], f"{r['reward'] or 0:.2f}",
                           (r["completion"] or "").replace("\n", "⏎")[:80], key=str(r["id"]))
-        table.border_title = f"{len(rows)} matches (newest first)"
+        how = ("every trajectory, through the text index" if indexed else
+               f"the newest {SCAN_TRAJECTORIES:,} scanned (`rlab index` builds a text index)")
+        table.border_title = f"{len(rows)} matches (newest first) · {how}"
         if rows:
             table.focus()
 
