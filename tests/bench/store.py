@@ -1,7 +1,7 @@
 """Store benchmark: ingest rate and TUI query latency on a large run file.
 
     python tests/bench/store.py [--trajectories 1000000] [--steps 10000]
-                                [--completion-chars 300] [--db PATH]
+                                [--completion-chars 300] [--db PATH] [--text-index]
 
 Builds a run file in a temporary directory through StoreWriter (groups of 8,
 completions of ``--completion-chars`` characters of seeded random words,
@@ -10,10 +10,18 @@ per step), then times every StoreReader query the TUI polls. A run file of
 long reasoning completions, 200,000 trajectories of 8,000 characters
 (3.2 GB), is ``--trajectories 200000 --steps 2000 --completion-chars 8000``;
 ``--db PATH`` keeps the file there, or reuses it if it exists (no ingest
-figures then), so tests/bench/tui.py can read the same file. Prints one
-JSON object: ingest rates (trajectories per second, per-step and per-group
-transactions) and p50/p95/max latency in milliseconds per query. Targets (issue 3): ingest >= 20,000 trajectories/s;
-every TUI query p95 < 20 ms at 1,000,000 trajectories.
+figures then), so tests/bench/tui.py can read the same file.
+``--text-index`` writes into a file with the text index (``rlab index``,
+store/textindex.py) from the start, or builds it on the reused file: the
+same command with and without it measures what the index costs (ingest,
+file size, ``text_index_build_s``) and what it gives (the searches).
+
+Prints one JSON object: ingest rates (trajectories per second, per-step and
+per-group transactions) and p50/p95/max latency in milliseconds per query
+(``n`` timings each: ``--repeats``, but 5 of a search for absent text that
+scans, seconds each); ``text_index``: whether the file had the index.
+Targets (issue 3): ingest >= 20,000 trajectories/s; every TUI query p95 <
+20 ms at 1,000,000 trajectories.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from rlab.store.export import export_run  # noqa: E402
 from rlab.store.reader import StoreReader  # noqa: E402
+from rlab.store.textindex import build_text_index  # noqa: E402
 from rlab.store.writer import StoreWriter  # noqa: E402
 from test_store_helpers import make_group  # noqa: E402
 
@@ -108,11 +117,15 @@ def group_pool(completion_chars: int = 300) -> list:
                        completion_of=texts[i].__getitem__) for i in range(POOL_GROUPS)]
 
 
-def build(path: Path, trajectories: int, steps: int, completion_chars: int = 300) -> dict:
-    """Write ``trajectories`` trajectories over ``steps`` steps; return rates."""
+def build(path: Path, trajectories: int, steps: int, completion_chars: int = 300,
+          text_index: bool = False) -> dict:
+    """Write ``trajectories`` trajectories over ``steps`` steps (into a file
+    with the text index from the start, with ``text_index``); return rates."""
     pool = group_pool(completion_chars)
     n_groups = trajectories // GROUP_SIZE
     with StoreWriter(path) as writer:
+        if text_index:
+            build_text_index(writer.database)
         run_id = writer.start_run("bench", "arithmetic", {"group_size": GROUP_SIZE}, {})
         started, cpu_started = time.perf_counter(), time.process_time()
         g = 0
@@ -132,10 +145,12 @@ def build(path: Path, trajectories: int, steps: int, completion_chars: int = 300
             "traj_per_cpu_s": g * GROUP_SIZE / cpu_seconds}
 
 
-def per_group_rate(path: Path, completion_chars: int, trajectories: int = 40_000) -> float:
+def per_group_rate(path: Path, completion_chars: int, text_index: bool, trajectories: int = 40_000) -> float:
     """Trajectories/s when every group is its own transaction (write_group)."""
     pool = group_pool(completion_chars)
     with StoreWriter(path) as writer:
+        if text_index:
+            build_text_index(writer.database)
         run_id = writer.start_run("per-group", "arithmetic", {}, {})
         started = time.perf_counter()
         for k in range(trajectories // GROUP_SIZE):
@@ -148,8 +163,8 @@ def percentiles(wall: list[float], cpu: list[float]) -> dict:
     def pick(samples: list[float], q: float) -> float:
         samples = sorted(samples)
         return round(samples[min(len(samples) - 1, int(q * len(samples)))] * 1e3, 3)
-    return {"p50_ms": pick(wall, 0.5), "p95_ms": pick(wall, 0.95), "max_ms": pick(wall, 1.0),
-            "cpu_p95_ms": pick(cpu, 0.95)}
+    return {"n": len(wall), "p50_ms": pick(wall, 0.5), "p95_ms": pick(wall, 0.95),
+            "max_ms": pick(wall, 1.0), "cpu_p95_ms": pick(cpu, 0.95)}
 
 
 def time_queries(path: Path, run_id: int, steps: int, repeats: int) -> dict:
@@ -179,8 +194,9 @@ def time_queries(path: Path, run_id: int, steps: int, repeats: int) -> dict:
         "search_absent_newest_200k": lambda: reader.search(run_id, "no such text"),
     }
     results = {}
+    scanned = not reader.uses_text_index("no such text")
     for name, query in queries.items():
-        runs = 5 if name.startswith("search_absent") else repeats
+        runs = 5 if name.startswith("search_absent") and scanned else repeats  # a scan takes seconds
         wall, cpu = [], []
         for _ in range(runs):
             started, cpu_started = time.perf_counter(), time.process_time()
@@ -202,6 +218,9 @@ def main() -> None:
                         help="characters of each completion (8000: long reasoning)")
     parser.add_argument("--repeats", type=int, default=200, help="timings per query")
     parser.add_argument("--db", type=Path, help="keep the run file here; reuse it if it exists")
+    parser.add_argument("--text-index", action="store_true",
+                        help="with the text index (rlab index): from the start when the file is built, "
+                             "else built on the reused file (text_index_build_s)")
     args = parser.parse_args()
     ingest: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -211,23 +230,29 @@ def main() -> None:
                 run_id = reader.run_by_name("bench")["id"]
                 args.trajectories = reader.rollouts_since(run_id, 0, 1)[-1]["id"]
                 args.steps = reader.latest_step(run_id)["step"] + 1
+            if args.text_index:
+                with StoreWriter(path) as writer:
+                    seconds = build_text_index(writer.database)
+                ingest = {} if seconds is None else {"text_index_build_s": round(seconds, 1)}
         else:
-            built = build(path, args.trajectories, args.steps, args.completion_chars)
+            built = build(path, args.trajectories, args.steps, args.completion_chars, args.text_index)
             run_id = built["run_id"]
             ingest = {"ingest_traj_per_s": round(built["traj_per_s"]),
                       "ingest_traj_per_cpu_s": round(built["traj_per_cpu_s"]),
                       "ingest_seconds": round(built["seconds"], 1),
-                      "ingest_traj_per_s_per_group_txn": round(
-                          per_group_rate(Path(tmp) / "per_group.db", args.completion_chars))}
+                      "ingest_traj_per_s_per_group_txn": round(per_group_rate(
+                          Path(tmp) / "per_group.db", args.completion_chars, args.text_index))}
         size_mb = sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 2**20
         queries = time_queries(path, run_id, args.steps, args.repeats)
+        with StoreReader(path) as reader:
+            text_index = reader.uses_text_index("no such text")  # built here, or by `rlab index` before
         started = time.perf_counter()
         export_run(path, run_id, Path(tmp) / "export")
         export_seconds = time.perf_counter() - started
     tui = {k: v for k, v in queries.items() if not k.startswith("search")}
     print(json.dumps({
         "trajectories": args.trajectories, "steps": args.steps, "group_size": GROUP_SIZE,
-        "completion_chars": args.completion_chars,
+        "completion_chars": args.completion_chars, "text_index": text_index,
         "file_mb": round(size_mb, 1), **ingest,
         "export_seconds": round(export_seconds, 1),
         "queries": queries,
