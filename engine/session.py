@@ -15,10 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 
 from rlab.engine.alerts import AlertThresholds
 from rlab.engine.config import RunConfig
-from rlab.engine.policy.device import set_cpu_threads, training_options
+from rlab.engine.policy.device import set_cpu_threads, training_options, uses_bf16
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
 from rlab.engine.policy.vllm import VLLMBackend
@@ -195,9 +197,12 @@ def build_parts(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts
     if config.lora_rank:
         policy.model = apply_lora(policy.model, LoraSettings(
             rank=config.lora_rank, alpha=config.lora_alpha, target_modules=config.lora_targets))
+    bf16 = uses_bf16(policy.model, policy.device, config.bf16)
     autocast = training_options(policy.model, policy.device,
-                                gradient_checkpointing=config.gradient_checkpointing, bf16=config.bf16)
-    trainer = Trainer(policy.model, policy.pad_id, TrainConfig.from_run(config), autocast=autocast)
+                                gradient_checkpointing=config.gradient_checkpointing, bf16=bf16)
+    policy.sample_dtype = torch.bfloat16 if bf16 else None
+    trainer = Trainer(policy.model, policy.pad_id, replace(TrainConfig.from_run(config), own_old_logprobs=bf16),
+                      autocast=autocast)
     vllm, server = None, None
     if config.backend == "vllm":
         if not config.lora_rank:

@@ -245,7 +245,10 @@ def test_a_reward_fix_forked_at_the_first_hack_alert_beats_the_run_that_did_not_
                                  "--max-steps", str(alert["step"] + 40)],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _wait(lambda: StoreReader(db).run_by_name("fixed") is not None, timeout=300)
-        send_command(db, 1, "resume")  # the run that did not get the fix goes on
+        # the run that did not get the fix goes on, pausing on no further alert (rlab set applies it while paused)
+        quiet = _rlab("set", "hack", "alert.pause_on=", "--db", db, cwd=tmp_path)
+        assert quiet.returncode == 0, quiet.stderr
+        send_command(db, 1, "resume")
         _, fork_err = fork.communicate(timeout=900)
         assert fork.returncode == 0, fork_err
         _, err = parent.communicate(timeout=900)

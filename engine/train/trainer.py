@@ -140,7 +140,11 @@ class TrainConfig:
     of logits / temperature so the ratio compares like with like (1.0 when
     used on its own: the raw logits). loss_tokens: the loss's token mean
     runs over the tokens with signal (``with_signal``) or over every
-    trained token (``all``); see the module docstring.
+    trained token (``all``); see the module docstring. own_old_logprobs:
+    the ratio's old log-probabilities are the policy's own, taken by a
+    forward pass before the step's first update, not the sampler's (whose
+    bf16 copy, ``engine.policy.sampling_weights``, is not the trained
+    float32 model to float tolerance); as TRL takes them when vLLM samples.
     """
 
     lr: float = _run_default("lr")
@@ -151,6 +155,7 @@ class TrainConfig:
     temperature: float = 1.0
     weight_decay: float = 0.0
     loss_tokens: LossTokens = _run_default("loss_tokens")
+    own_old_logprobs: bool = False
 
     @classmethod
     def from_run(cls, config: RunConfig) -> TrainConfig:
@@ -196,8 +201,24 @@ class Trainer:
 
         See :meth:`update` for the metrics.
         """
+        if self.config.own_old_logprobs:
+            self._take_old_logprobs(self._active(samples))
         runs = [self.update(samples) for _ in range(self.config.num_iterations)]
         return {key: float(np.mean([r[key] for r in runs])) for key in runs[0]}
+
+    def _active(self, samples: list[TrainSample]) -> list[TrainSample]:
+        """The samples an update trains on: those with a nonzero advantage, or all with a KL term."""
+        return [s for s in samples if s.has_signal] if self.config.beta == 0 else samples
+
+    @torch.no_grad()
+    def _take_old_logprobs(self, samples: list[TrainSample]) -> None:
+        """Each sample's ``old_logprobs`` from the policy as it is now (no gradient), in
+        the micro-batches an update runs: the ratio's denominator in training precision."""
+        device = next(self.model.parameters()).device
+        for part in micro_batches(by_length(samples), vocab_size(self.model), logits_budget(device)):
+            logp, _ = self._token_logprobs(self.model, _collate(part, self.pad_id, device), with_entropy=False)
+            for row, sample in enumerate(part):
+                sample.old_logprobs = logp[row, :len(sample.completion_ids)].tolist()
 
     def update(self, samples: list[TrainSample]) -> dict[str, float]:
         """One update of the policy on ``samples``; return TRL-named metrics.
@@ -212,7 +233,7 @@ class Trainer:
         The batch runs as :func:`micro_batches` whose gradients accumulate
         into one optimizer step: the same update as one pass, in bounded memory.
         """
-        active = [s for s in samples if s.has_signal] if self.config.beta == 0 else samples
+        active = self._active(samples)
         if not active:
             nan = float("nan")
             return {"loss": nan, "kl": nan, "clip_ratio": nan, "entropy": nan, "grad_norm": nan,
