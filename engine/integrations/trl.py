@@ -21,6 +21,10 @@ runs process 0 (or over ssh to it):
   reward file in a separate process on the last stored groups (a dry run
   next to the applied version), then every process switches to it at the
   same step; the versions are stored as for the lab's own runs;
+- ``rlab set RUN lr=3e-5 --db runs.db`` (``o`` in the TUI) moves the
+  schedule's peak (``beta`` too, between values above 0) on every process
+  at the same step end; what TRL fixes at its start (temperature, ...) is
+  refused with the reason (``engine.settings.TRL_REFUSED``);
 - the alerts (length drift, collapse, no signal, hack, ...) run on every
   stored step, are stored as events, and pause the run on ``pause_on``;
 - ``judge=JudgeSettings(...)`` adds a RULER judge as one more reward
@@ -467,11 +471,11 @@ class RlabCallback(TrainerCallback):
         return accepted
 
     def _settings(self) -> tuple[float, float]:
-        """The trainer's schedule peak (its scheduler's base rate; before the first
-        step, GRPOConfig's learning_rate) and KL weight now (nan where it has none)."""
-        scheduler = getattr(self.trainer, "lr_scheduler", None)
-        lr = scheduler.base_lrs[0] if scheduler is not None else getattr(
-            getattr(self.trainer, "args", None), "learning_rate", math.nan)
+        """The trainer's schedule peak (its scheduler's base rate; GRPOConfig's learning_rate
+        before the first step, or where the scheduler keeps no base rates: DeepSpeed's, in
+        accelerate's wrapper) and KL weight now (nan where it has none)."""
+        base_lrs = getattr(getattr(self.trainer, "lr_scheduler", None), "base_lrs", None)
+        lr = base_lrs[0] if base_lrs else getattr(getattr(self.trainer, "args", None), "learning_rate", math.nan)
         return float(lr), float(getattr(self.trainer, "beta", math.nan))
 
     def _apply_settings(self, changes: dict[str, Any]) -> None:
@@ -480,9 +484,12 @@ class RlabCallback(TrainerCallback):
             scheduler = _lambda_scheduler(self.trainer)
             scheduler.base_lrs = [changes["lr"]] * len(scheduler.base_lrs)
             # the rate of the next update: the new peak times the schedule's factor now (LambdaLR's rule)
-            for group, factor in zip(self.trainer.optimizer.param_groups,
-                                     (fn(scheduler.last_epoch) for fn in scheduler.lr_lambdas)):
-                group["lr"] = changes["lr"] * factor
+            groups = scheduler.optimizer.param_groups
+            for group, fn in zip(groups, scheduler.lr_lambdas):
+                group["lr"] = changes["lr"] * fn(scheduler.last_epoch)
+            # the Trainer logs that update's learning_rate from get_last_lr(), which the scheduler
+            # otherwise sets only when it next steps (after the update)
+            scheduler._last_lr = [group["lr"] for group in groups]
         if "beta" in changes:
             self.trainer.beta = changes["beta"]
 
