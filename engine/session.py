@@ -253,8 +253,12 @@ def recorder_of(config: RunConfig, run: RunRef, success: SuccessRule, weights: d
 
 
 def rewind_hint(name: str, config: RunConfig) -> str:
-    """The command that rewinds a collapsed run: its best checkpoint, a tenth of its learning rate."""
-    return (f"rewind: rlab fork {name}@best --name {name}-rewind --lr {config.lr / 10:g} --db {config.db}")
+    """The command that rewinds a collapsed run: its best checkpoint, a tenth of its
+    learning rate, and a warm-up (the best may be the run's start, where the
+    optimizer is fresh and its first, sign-like Adam steps move every weight by
+    the whole rate; from a later checkpoint, past step 10, it changes nothing)."""
+    return (f"rewind: rlab fork {name}@best --name {name}-rewind --lr {config.lr / 10:g} --lr-warmup-steps 10 "
+            f"--db {config.db}")
 
 
 def checkpoint(session: Session, step: int) -> Path:
