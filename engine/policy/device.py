@@ -9,6 +9,8 @@ memory of each step is reported as a metric (CUDA).
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -46,11 +48,15 @@ def bf16_supported(device: str | torch.device) -> bool:
 
 
 def _cpu_flags() -> set[str]:
+    return {flag for line in _cpuinfo_lines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+
+
+def _cpuinfo_lines() -> list[str]:
     try:
-        text = open("/proc/cpuinfo", encoding="utf-8").read()
-    except OSError:  # not Linux: no native bf16 assumed
-        return set()
-    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return handle.read().splitlines()
+    except OSError:  # not Linux: no flags known, so no native bf16 assumed
+        return []
 
 
 #: Parameters from which a model computes in bf16 by default on a CPU with native bf16:
@@ -146,3 +152,18 @@ def clock(device: str | torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter()
+
+
+def describe_machine() -> dict[str, object]:
+    """What a speed figure was taken on, for benchmarks' JSON: the CPU's model and the
+    flags that decide its matmul speed, its cores, torch's threads, whether it
+    computes bf16 natively, the load average (1, 5, 15 min) and a GPU's name. Two
+    figures are comparable only on the same line of this."""
+    flags = _cpu_flags()
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo_lines() if line.startswith("model name")),
+                 platform.processor())
+    return {"cpu": model, "cpu_flags": [f for f in ("avx2", "avx512f", *NATIVE_BF16_CPU_FLAGS) if f in flags],
+            "cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
+            "bf16_native_cpu": bool(set(NATIVE_BF16_CPU_FLAGS) & flags),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
