@@ -167,7 +167,9 @@ class RunConfig(BaseModel):
     lora_targets: list[str] = Field(["q_proj", "k_proj", "v_proj", "o_proj"],
                                     description="module names that get LoRA adapters")
     gradient_checkpointing: bool = Field(False, description="trade compute for activation memory")
-    bf16: bool | None = Field(None, description="bf16 autocast; None = on where the GPU supports it")
+    bf16: bool | None = Field(None, description=(
+        "bf16: autocast in the update and a bf16 copy of the weights to sample with; None = on a GPU with bf16, "
+        "and on a CPU with native bf16 (AVX-512 BF16, AMX) for a model of 50 M parameters or more"))
 
     @field_validator("name")
     @classmethod

@@ -163,7 +163,7 @@ def plan_fork(config: RunConfig) -> ForkPlan:
                               "and the LoRA settings")
     forked = forked.model_copy(update={"name": config.name, "db": config.db, "fork_from": config.fork_from,
                                        "resume": None, "rewards": config.rewards})
-    version = [v for first, v in reward_plan(events) if first <= point.step][-1]
+    version = [v for first, v in reward_plan(events) if first <= max(point.step, 1)][-1]  # @0: as step 1 began
     return ForkPlan(point, forked, changes, version)
 
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 
 from rlab.engine.alerts import AlertThresholds
 from rlab.engine.config import RunConfig
-from rlab.engine.policy.device import set_cpu_threads, training_options
+from rlab.engine.policy.device import set_cpu_threads, training_options, uses_bf16
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
 from rlab.engine.policy.vllm import VLLMBackend
@@ -195,9 +197,12 @@ def build_parts(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts
     if config.lora_rank:
         policy.model = apply_lora(policy.model, LoraSettings(
             rank=config.lora_rank, alpha=config.lora_alpha, target_modules=config.lora_targets))
+    bf16 = uses_bf16(policy.model, policy.device, config.bf16)
     autocast = training_options(policy.model, policy.device,
-                                gradient_checkpointing=config.gradient_checkpointing, bf16=config.bf16)
-    trainer = Trainer(policy.model, policy.pad_id, TrainConfig.from_run(config), autocast=autocast)
+                                gradient_checkpointing=config.gradient_checkpointing, bf16=bf16)
+    policy.sample_dtype = torch.bfloat16 if bf16 else None
+    trainer = Trainer(policy.model, policy.pad_id, replace(TrainConfig.from_run(config), own_old_logprobs=bf16),
+                      autocast=autocast)
     vllm, server = None, None
     if config.backend == "vllm":
         if not config.lora_rank:
@@ -248,8 +253,12 @@ def recorder_of(config: RunConfig, run: RunRef, success: SuccessRule, weights: d
 
 
 def rewind_hint(name: str, config: RunConfig) -> str:
-    """The command that rewinds a collapsed run: its best checkpoint, a tenth of its learning rate."""
-    return (f"rewind: rlab fork {name}@best --name {name}-rewind --lr {config.lr / 10:g} --db {config.db}")
+    """The command that rewinds a collapsed run: its best checkpoint, a tenth of its
+    learning rate, and a warm-up (the best may be the run's start, where the
+    optimizer is fresh and its first, sign-like Adam steps move every weight by
+    the whole rate; from a later checkpoint, past step 10, it changes nothing)."""
+    return (f"rewind: rlab fork {name}@best --name {name}-rewind --lr {config.lr / 10:g} --lr-warmup-steps 10 "
+            f"--db {config.db}")
 
 
 def checkpoint(session: Session, step: int) -> Path:

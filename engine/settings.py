@@ -214,7 +214,10 @@ def checked_for_run(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
             or nothing that changes.
     """
     if run["scenario"] == "trl":
-        changes = trl_changes(given, lr=run["config"].get("learning_rate", 5e-4), beta=run["config"].get("beta", 0.0))
+        now = {"lr": run["config"].get("learning_rate", 5e-4), "beta": run["config"].get("beta", 0.0)}
+        for _, made in settings_plan(events):  # every change so far is in force in a live run
+            now.update(made)
+        changes = trl_changes(given, **now)
     else:
         started = stored_options(run)
         base, _ = config_at(started, settings_plan(events), (run["last_step"] or 0) + 1)

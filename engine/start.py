@@ -23,6 +23,7 @@ import shutil
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -69,8 +70,13 @@ def start(config: RunConfig) -> Session:
     config = real_model_defaults(config, model_dir)
     _seed_everything(config.seed)
     parts = build_parts(config, scenario, model_dir)
+    return _closing_on_failure(parts, lambda: _open_run(config, scenario, model_dir, parts))
+
+
+def _closing_on_failure(parts: Parts, opening: Callable[[], Session]) -> Session:
+    """``opening()``, stopping the servers ``parts`` started when it fails (the run never began)."""
     try:
-        return _open_run(config, scenario, model_dir, parts)
+        return opening()
     except BaseException:
         parts.close_servers()
         raise
@@ -172,11 +178,7 @@ def _fork(plan: ForkPlan) -> Session:
     model_dir = Path(parent["config"]["model_dir"])
     _seed_everything(config.seed)  # from a run's start, as that run began; a checkpoint restores its own
     parts = build_parts(config, scenario, model_dir)
-    try:
-        return _open_fork(plan, scenario, model_dir, parts)
-    except BaseException:
-        parts.close_servers()
-        raise
+    return _closing_on_failure(parts, lambda: _open_fork(plan, scenario, model_dir, parts))
 
 
 def _open_fork(plan: ForkPlan, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:

@@ -245,7 +245,10 @@ def test_a_reward_fix_forked_at_the_first_hack_alert_beats_the_run_that_did_not_
                                  "--max-steps", str(alert["step"] + 40)],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _wait(lambda: StoreReader(db).run_by_name("fixed") is not None, timeout=300)
-        send_command(db, 1, "resume")  # the run that did not get the fix goes on
+        # the run that did not get the fix goes on, pausing on no further alert (rlab set applies it while paused)
+        quiet = _rlab("set", "hack", "alert.pause_on=", "--db", db, cwd=tmp_path)
+        assert quiet.returncode == 0, quiet.stderr
+        send_command(db, 1, "resume")
         _, fork_err = fork.communicate(timeout=900)
         assert fork.returncode == 0, fork_err
         _, err = parent.communicate(timeout=900)
@@ -263,24 +266,31 @@ def test_a_reward_fix_forked_at_the_first_hack_alert_beats_the_run_that_did_not_
 
 
 @pytest.mark.slow
-def test_a_collapsed_run_rewound_to_its_best_checkpoint_with_a_tenth_of_the_lr_holds_its_best(tmp_path):
-    """The collapse test's learning rate (0.05) destroys the policy; its best checkpoint, forked at 0.005, does not."""
+def test_a_collapsed_run_rewound_a_tenth_of_the_lr_at_a_time_regains_its_best(tmp_path):
+    """The collapse test's learning rate (0.05, a hundred times the tiny policy's) destroys it on its
+    first update. The collapse alert names the rewind: its best checkpoint (here its start), a tenth of
+    the rate. 0.005 is still ten times the policy's own and collapses it again; that fork's alert names
+    the next rewind (0.0005), which holds its best within 30 steps."""
     db = tmp_path / "burn.db"
     burn = _rlab("run", "--headless", "--db", db, "--name", "burn", "--lr", "0.05", "--lr-warmup-steps", "0",
-                 "--prompts-per-step", "8", "--max-steps", "8", "--checkpoint-every", "1", "--eval-every", "1",
-                 "--eval-size", "100", "--alert", "pause_on=", cwd=tmp_path, timeout=600)
+                 "--max-steps", "8", "--checkpoint-every", "1", "--eval-every", "1", "--eval-size", "100",
+                 "--alert", "pause_on=", cwd=tmp_path, timeout=600)
     assert burn.returncode == 0, burn.stderr
-    [collapse, *_] = [e for e in _events(db, "burn", {"alert"}) if e["payload"]["alert"] == "collapse"]
-    assert "rlab fork burn@best --name burn-rewind --lr 0.005" in collapse["payload"]["message"]
-    best = max((c for c in StoreReader(db).checkpoints(1) if c["eval"] is not None),
-               key=lambda c: (c["eval"], c["step"]))
-    rewound = _rlab("fork", "burn@best", "--name", "burn-rewind", "--lr", "0.005", "--db", db, "--headless",
-                    "--max-steps", best["step"] + 30, "--eval-every", "10", cwd=tmp_path, timeout=600)
-    assert rewound.returncode == 0, rewound.stderr
-    final = json.loads(rewound.stdout.strip().splitlines()[-1])["eval_pass_at_1_final"]
-    print(json.dumps({"best_step": best["step"], "best": best["eval"], "collapse_step": collapse["step"],
-                      "rewound_final": final}))
-    assert final >= best["eval"] - 0.05
+    best = max(m["eval/pass_at_1"] for m in StoreReader(db).step_metrics(1) if "eval/pass_at_1" in m)
+    figures, run = {"best": best}, "burn"
+    for lr in ("0.005", "0.0005"):
+        [collapse, *_] = [e for e in _events(db, run, {"alert"}) if e["payload"]["alert"] == "collapse"]
+        hint = collapse["payload"]["message"].split("rewind: ", 1)[1]
+        assert hint == f"rlab fork {run}@best --name {run}-rewind --lr {lr} --lr-warmup-steps 10 --db {db}"
+        rewound = _rlab(*hint.split()[1:], "--headless", "--max-steps", "30", "--eval-every", "5", cwd=tmp_path,
+                        timeout=600)
+        assert rewound.returncode == 0, rewound.stderr
+        run = f"{run}-rewind"
+        figures[lr] = json.loads(rewound.stdout.strip().splitlines()[-1])["eval_curve"]
+    print(json.dumps(figures))
+    last = figures["0.0005"][-1][1]
+    assert figures["0.005"][-1][1] < best - 0.05  # a tenth of 0.05 is still too much: it collapsed again
+    assert last >= best - 0.05, figures
 
 
 # -- the TUI: the tree, the parent beside the fork, f and o -------------------------------------------

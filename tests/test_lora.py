@@ -142,9 +142,26 @@ def test_training_options_on_cpu_give_no_autocast_and_same_gradients_with_checkp
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
 
 
-def test_training_options_refuse_bf16_where_unsupported():
+def test_training_options_refuse_bf16_where_unsupported(monkeypatch):
+    from rlab.engine.policy import device
+
+    monkeypatch.setattr(device, "_cpu_flags", lambda: {"avx2"})  # a CPU without native bf16
     with pytest.raises(ValueError, match="--no-bf16"):
         training_options(qwen2(), "cpu", bf16=True)
+    monkeypatch.setattr(device, "_cpu_flags", lambda: {"avx512_bf16"})
+    with training_options(qwen2(), "cpu", bf16=True)():
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16 and torch.is_autocast_enabled("cpu")
+
+
+def test_a_run_computes_in_bf16_by_default_only_for_a_large_model_on_a_cpu_with_native_bf16(monkeypatch):
+    from rlab.engine.policy import device
+
+    small, large = torch.nn.Linear(4, 4), torch.nn.Linear(8000, 8000, device="meta")  # 20 parameters, 64 M
+    monkeypatch.setattr(device, "_cpu_flags", lambda: {"avx512_bf16"})
+    assert [device.uses_bf16(m, "cpu", None) for m in (small, large)] == [False, True]
+    assert device.uses_bf16(large, "cpu", False) is False and device.uses_bf16(small, "cpu", True) is True
+    monkeypatch.setattr(device, "_cpu_flags", lambda: {"avx2"})
+    assert device.uses_bf16(large, "cpu", None) is False
 
 
 def test_peak_memory_metric_is_empty_on_cpu():

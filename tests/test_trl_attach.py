@@ -23,12 +23,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from accelerate.scheduler import AcceleratedScheduler
 
 from rlab.engine.integrations.trl import VERSION_ONE_FILE, RlabCallback
 from rlab.engine.integrations.trl_ranks import Ranks
 from rlab.engine.integrations.trl_rewards import RewardSlot, TrlRewards, functions_source
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rewards.scoring_process import RubricVersion
+from rlab.engine.settings import SettingsError, checked_for_run
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 
@@ -90,6 +92,7 @@ def fake_trainer(funcs, names=None, weights=None):
         reward_funcs=list(funcs), reward_func_names=names or [f.__name__ for f in funcs],
         reward_weights=torch.tensor(weights or [1.0] * len(funcs)),
         reward_processing_classes=[None] * len(funcs), model=SimpleNamespace(training=True), accelerator=None,
+        beta=0.0,
         _logs={"images": deque(maxlen=size), "prompt": deque(maxlen=size), "completion": deque(maxlen=size),
                "rewards": defaultdict(lambda: deque(maxlen=size)), "advantages": deque(maxlen=size),
                "extra": defaultdict(lambda: deque(maxlen=size))},
@@ -351,6 +354,55 @@ def test_a_checked_edit_applies_at_the_step_boundary_and_a_bad_one_is_refused(at
     assert [t["components"] for t in step5["trajectories"]][:2] == [
         {"correct": 1.0, "brief": 1.0, "digits_only": 1.0}, {"correct": 1.0, "brief": 0.0, "digits_only": 0.0}]
     assert [t["reward"] for t in step5["trajectories"]][:2] == [1.75, 1.0]  # TRL's weighted sum
+
+
+def schedule(trainer, wrap=lambda scheduler, optimizer: scheduler):
+    """Give the stand-in trainer what Trainer.train() makes: an optimizer at GRPOConfig's rate and
+    the linear schedule over 10 steps, one step in (the next update's rate: 9/10 of the peak)."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-5)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: (10 - step) / 10)
+    optimizer.step()
+    scheduler.step()
+    trainer.optimizer, trainer.lr_scheduler = optimizer, wrap(scheduler, optimizer)
+    return scheduler
+
+
+def test_rlab_set_lr_moves_the_schedule_peak_and_the_next_update_and_checks_against_it(attached):
+    scheduler = schedule(attached.trainer)
+    train_step(attached)
+    rid = attached.callback.run_id
+    send_command(attached.db, rid, "set_settings", {"changes": {"lr": 3e-5}})
+    train_step(attached)
+    train_step(attached)
+    assert scheduler.base_lrs == [3e-5]
+    # the next update's rate, and what the Trainer logs as its learning_rate (get_last_lr)
+    assert scheduler.optimizer.param_groups[0]["lr"] == scheduler.get_last_lr()[0] == 3e-5 * (9 / 10)
+    with StoreReader(attached.db) as reader:
+        commands = [(c["status"], c["message"]) for c in reader.commands(rid)]
+        run, events = reader.run(rid), reader.events(rid)
+        peaks = {m["step"]: (m["settings/lr"], m["settings/version"]) for m in reader.step_metrics(rid)}
+    assert commands == [("applied", "settings version 1 from step 3: lr=3e-05")]
+    assert peaks == {1: (1e-5, 0.0), 2: (1e-5, 0.0), 3: (3e-5, 1.0)}
+    # rlab set checks against the changes made so far, not the rate the run started with
+    assert checked_for_run(run, events, {"lr": "1e-5"}) == {"lr": 1e-5}
+    with pytest.raises(SettingsError, match="already has these values"):
+        checked_for_run(run, events, {"lr": "3e-5"})
+
+
+def test_a_scheduler_without_base_rates_is_stored_and_refuses_lr_with_the_reason(attached):
+    """DeepSpeed's own scheduler reaches the trainer in accelerate's wrapper, which keeps no base rates."""
+    scheduler = schedule(attached.trainer, wrap=lambda scheduler, optimizer: AcceleratedScheduler(scheduler,
+                                                                                                 optimizer))
+    attached.trainer.args = attached.args  # GRPOConfig: learning_rate=1e-5
+    send_command(attached.db, attached.callback.run_id, "set_settings", {"changes": {"lr": 3e-5}})
+    train_step(attached)
+    with StoreReader(attached.db) as reader:
+        [command] = reader.commands(attached.callback.run_id)
+        [row] = reader.step_metrics(attached.callback.run_id)
+    assert command["status"] == "rejected" and command["message"].startswith(
+        "lr: the trainer's scheduler is AcceleratedScheduler, not a LambdaLR")
+    assert row["settings/lr"] == 1e-5 and scheduler.base_lrs == [1e-5]
+    assert scheduler.optimizer.param_groups[0]["lr"] == 1e-5 * (9 / 10)
 
 
 def test_stop_ends_training_and_the_run_reads_stopped(attached):

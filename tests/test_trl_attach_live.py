@@ -5,7 +5,7 @@ tests/trl_attach_script.py is a GRPO script of the usual shape with
 --nproc_per_node 2`` (one process per "GPU"; gloo on CPU) while this test,
 another process, steers it through the run file as ``rlab`` in another
 terminal would: pause, a refused and an accepted reward edit, resume, a
-single step, stop; and ``kill -9`` of either process. Each run starts two
+single step, stop; ``rlab set``; and ``kill -9`` of either process. Each run starts two
 Python processes that import torch, transformers and TRL (20-40 s on two
 cores), so the tests are slow-marked:
 
@@ -104,6 +104,19 @@ def traced(tmp_path: Path) -> list[tuple[int, int]]:
         step, pid = path.read_text().split() if path.exists() else ("0", "0")
         out.append((int(step), int(pid)))
     return out
+
+
+def traced_lr(tmp_path: Path) -> list[dict[int, float]]:
+    """Each process's optimizer learning rate at each step's end (the next update's), by step."""
+    return [{int(step): float(lr) for step, lr in (line.split() for line in
+                                                   (tmp_path / "trace" / f"lr{rank}").read_text().splitlines())}
+            for rank in (0, 1)]
+
+
+def rlab_process(*argv: str) -> subprocess.CompletedProcess:
+    """``rlab ...`` typed in another terminal: a process of its own."""
+    return subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", *argv], capture_output=True, text=True,
+                          timeout=300)
 
 
 def rlab(*argv: str) -> int:
@@ -229,6 +242,57 @@ def test_two_processes_pause_edit_resume_step_and_stop(tmp_path, raw_tiny_model_
     # one judge call per group, stored with its group
     assert len(judge_calls) == judge_requests == 2 * len(steps)
     assert {c["group_id"] for c in judge_calls} == {g["id"] for gs in groups.values() for g in gs}
+
+
+def test_rlab_set_changes_the_lr_on_both_processes_and_refuses_what_trl_cannot_change(tmp_path,
+                                                                                      raw_tiny_model_dir):
+    """Issue 38: ``rlab set`` on a two-process TRL run. lr reaches both processes' optimizers at
+    one step end, as the peak of TRL's schedule; temperature (TRL_REFUSED) and a bad lr are
+    refused by the command itself in one line, and nothing is sent."""
+    pytest.importorskip("trl")
+    db = tmp_path / "runs.db"
+    steps, first, new = 400, 1e-5, 3e-5  # the script's GRPOConfig(learning_rate=1e-5), no warm-up
+    proc = launch(tmp_path, raw_tiny_model_dir, "--steps", str(steps))
+    try:
+        wait_for("two stored steps", lambda: last_step(db) >= 2, proc, tmp_path)
+        name, rid = read(db, lambda r, rid: (r.run(rid)["name"], rid))
+        done = rlab_process("set", name, "lr=3e-5", "--db", str(db), "--wait", "240")
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr + log_tail(tmp_path)
+        [event] = read(db, lambda r, rid: [e for e in r.events(rid) if e["kind"] == "settings"])
+        since = event["payload"]["from_step"]  # the first step it trains, marked at that step
+        assert event["step"] == since and event["payload"] == {"version": 1, "changes": {"lr": new},
+                                                               "from_step": since}
+        assert done.stdout == f"run {name}: settings version 1 from step {since}: lr={new}\n"
+        sent = read(db, lambda r, rid: r.commands(rid))
+        for words, why in [("temperature=0.9", "temperature cannot change on a TRL run: GRPOTrainer bakes it "
+                                               "into the loss's log-probability head"),
+                           ("lr=-1", "--lr -1: must be greater than 0")]:
+            refused = rlab_process("set", name, words, "--db", str(db))
+            assert (refused.returncode, refused.stdout) == (2, ""), refused.stdout + refused.stderr
+            [line] = refused.stderr.splitlines()
+            assert line.startswith(f"rlab: error: {why}"), line
+        assert read(db, lambda r, rid: r.commands(rid)) == sent
+        wait_for("three steps at the new rate", lambda: last_step(db) >= since + 2, proc, tmp_path)
+        send_command(db, rid, "stop")
+        assert proc.wait(180) == 0, log_tail(tmp_path)
+    finally:
+        stop(proc, tmp_path)
+
+    with StoreReader(db) as reader:
+        stored = reader.steps(rid)
+        metrics = {m["step"]: m for m in reader.step_metrics(rid)}
+        commands = [(c["kind"], c["status"]) for c in reader.commands(rid)]
+        events = [e["kind"] for e in reader.events(rid)]
+    assert commands == [("set_settings", "applied"), ("stop", "applied")] and events.count("settings") == 1
+    assert stored == list(range(1, len(stored) + 1)) and len(stored) >= since + 2
+    # the peak each step ran under, and its version: the new one from the step it was set for
+    assert {s: (m["settings/lr"], m["settings/version"]) for s, m in metrics.items()} == \
+        {s: (new, 1.0) if s >= since else (first, 0.0) for s in stored}
+    # each update's rate (TRL's linear decay over the steps, from the new peak on): every process's
+    # optimizer holds it at the previous step's end, and TRL logs it at its step (logging_steps=1)
+    rate = {s: (new if s >= since else first) * ((steps - s + 1) / steps) for s in range(1, stored[-1] + 2)}
+    assert traced_lr(tmp_path) == [{s: rate[s + 1] for s in stored}] * 2
+    assert {s: m["learning_rate"] for s, m in metrics.items()} == {s: rate[s] for s in stored}
 
 
 def test_the_documented_command_runs_as_written(tmp_path):

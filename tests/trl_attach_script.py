@@ -14,7 +14,10 @@ Everything but the ``RlabCallback`` line is plain TRL: a dataset with a
 ``prompt`` and an ``answer`` column, two reward functions in TRL's form,
 GRPOConfig, GRPOTrainer. ``--trace DIR`` (tests) makes each process note the
 step it is about to run and its pid in ``DIR/rank{N}``, so a test can see
-that no process runs ahead of a pause, and kill one.
+that no process runs ahead of a pause, and kill one; and, at each step's
+end, the step and the learning rate its optimizer holds for the next update
+in ``DIR/lr{N}`` (one line a step), so a test can see an ``rlab set lr=``
+reach every process.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
             judge = JudgeSettings(model="judge", base_url=args.judge_url, use_cache=False, max_retries=0)
         trainer.add_callback(RlabCallback(args.db, trainer=trainer, success="correct", judge=judge))
     if args.trace is not None:
-        trainer.add_callback(_Trace(args.trace, trainer.accelerator.process_index))
+        trainer.add_callback(_Trace(args.trace, trainer))
     trainer.train()
 
 
@@ -106,15 +109,21 @@ def _tiny_model(folder: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
-def _Trace(folder: Path, rank: int):
-    """A callback writing the step each process is about to run (tests only)."""
+def _Trace(folder: Path, trainer):
+    """A callback writing the step each process is about to run, and at each step's end
+    (after the lab's callback, added before it) its optimizer's learning rate (tests only)."""
     from transformers import TrainerCallback
 
     folder.mkdir(parents=True, exist_ok=True)
+    rank = trainer.accelerator.process_index
 
     class Trace(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
             (folder / f"rank{rank}").write_text(f"{state.global_step + 1} {os.getpid()}")
+
+        def on_step_end(self, args, state, control, **kwargs):
+            with open(folder / f"lr{rank}", "a") as lines:
+                lines.write(f"{state.global_step} {trainer.optimizer.param_groups[0]['lr']!r}\n")
 
     return Trace()
 

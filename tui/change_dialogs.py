@@ -26,7 +26,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
-from rlab.store.reader import StoreReader, resolve_run
+from rlab.store.reader import StoreReader
 from rlab.tui.supervisor import EngineSupervisor
 from rlab.tui.view import Cursor
 

@@ -21,6 +21,10 @@ runs process 0 (or over ssh to it):
   reward file in a separate process on the last stored groups (a dry run
   next to the applied version), then every process switches to it at the
   same step; the versions are stored as for the lab's own runs;
+- ``rlab set RUN lr=3e-5 --db runs.db`` (``o`` in the TUI) moves the
+  schedule's peak (``beta`` too, between values above 0) on every process
+  at the same step end; what TRL fixes at its start (temperature, ...) is
+  refused with the reason (``engine.settings.TRL_REFUSED``);
 - the alerts (length drift, collapse, no signal, hack, ...) run on every
   stored step, are stored as events, and pause the run on ``pause_on``;
 - ``judge=JudgeSettings(...)`` adds a RULER judge as one more reward
@@ -82,9 +86,7 @@ the next open of the file marks the run ``crashed`` once process 0 is gone.
 from __future__ import annotations
 
 import math
-import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,63 +97,20 @@ from rlab.engine.config import JudgeSettings
 from rlab.engine.integrations.trl_judge import JUDGE_NAME, JudgedBatch, JudgeReward
 from rlab.engine.integrations.trl_ranks import Ranks
 from rlab.engine.integrations.trl_rewards import FixedReward, GenerationRows, TrlRewards, functions_source
+from rlab.engine.integrations.trl_settings import apply_settings, current_settings, lambda_scheduler
 from rlab.engine.recorder import Pauses, Recorder, RunRef, StepRecord, say
 from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.edit.gate import check_samples
 from rlab.engine.rewards.scoring_process import RubricVersion
 from rlab.engine.settings import SettingsError, trl_changes
 from rlab.engine.success import SuccessError, SuccessRule
-from rlab.store.formats.trl import FIXED_COLUMNS, NAME, rows_to_step
+from rlab.store.formats.trl import NAME, logged_table, rows_to_step, split_groups
 from rlab.store.formats.write import free_name
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, GroupRecord
 from rlab.store.writer import StoreWriter
 
 #: Version 1's reward file, written into the trainer's output_dir.
 VERSION_ONE_FILE = "rlab_rewards.py"
-
-
-def logged_table(buffer: dict) -> tuple[list[str], list[dict]]:
-    """TRL's ``_logs`` buffer (``prompt``, ``completion``, ``rewards``:
-    {name: values}, ``extra``: {column: values}, ``advantages``) as the
-    columns and rows of its completions table."""
-    columns = {"prompt": list(buffer.get("prompt", [])),
-               "completion": list(buffer.get("completion", [])),
-               **{name: list(v) for name, v in (buffer.get("rewards") or {}).items()},
-               **{name: list(v) for name, v in (buffer.get("extra") or {}).items()
-                  if name not in FIXED_COLUMNS},
-               "advantage": list(buffer.get("advantages", []))}
-    size = len(columns["prompt"])
-    names = list(columns)
-    # each deque ends with the newest batch: a column that began later (a reward function
-    # of a newer version) is shorter, so align the columns at their ends
-    rows = [{name: _from_end(columns[name], size - i) for name in names} for i in range(size)]
-    return names, rows
-
-
-def _from_end(values: list, back: int) -> Any:
-    """``values[-back]``, or None when the list is shorter than that."""
-    return values[-back] if back <= len(values) else None
-
-
-def split_groups(groups: list[GroupRecord], size: int | None) -> list[GroupRecord]:
-    """Groups of ``size`` (TRL's ``num_generations``): two groups in a row with the same
-    prompt (two dataset rows with one text) read as one run of equal prompts; cut it."""
-    if not size:
-        return groups
-    out: list[GroupRecord] = []
-    for group in groups:
-        n = len(group.trajectories)
-        if n <= size or n % size:
-            out.append(group)
-            continue
-        for start in range(0, n, size):
-            chunk = group.trajectories[start:start + size]
-            for k, t in enumerate(chunk):
-                t.index = k
-            out.append(replace(group, trajectories=chunk))
-    for k, group in enumerate(out):
-        group.index = group.example_id = k
-    return out
 
 
 class RlabCallback(TrainerCallback):
@@ -319,7 +278,7 @@ class RlabCallback(TrainerCallback):
             if decision["edit"] is not None:
                 self._switch(decision["edit"], step)
             for command_id, changes in decision["settings"]:
-                self._apply_settings(changes)
+                apply_settings(self.trainer, changes)
                 if self.recorder is not None:
                     self.recorder.switch_settings(step + 1, changes, command_id=command_id)
             if decision["stop"]:
@@ -381,7 +340,7 @@ class RlabCallback(TrainerCallback):
         errors = self._annotate(groups, generation)
         if self.rewards is not None:
             metrics["reward_version"] = float(self.rewards.version.number)
-        lr, beta = self._settings()
+        lr, beta = current_settings(self.trainer)
         metrics.update({"settings/lr": lr, "settings/beta": beta,
                         "settings/version": float(self.recorder.settings_version)})
         judged = self._judged(generation)
@@ -452,39 +411,19 @@ class RlabCallback(TrainerCallback):
         as (command id, changes); the others are rejected with the reason."""
         assert self.recorder is not None
         accepted = []
-        lr, beta = self._settings()
+        lr, beta = current_settings(self.trainer)
         while self.recorder.controller.pending_settings:
             command_id, payload = self.recorder.controller.pending_settings.pop(0)
             try:
                 changes = trl_changes(payload.get("changes") or {}, lr=lr, beta=beta)
                 if "lr" in changes:
-                    _lambda_scheduler(self.trainer)
+                    lambda_scheduler(self.trainer)
             except (SettingsError, ValueError) as err:
                 self.recorder.reject_edit(command_id, step, str(err), what="settings")
                 continue
             lr, beta = changes.get("lr", lr), changes.get("beta", beta)
             accepted.append((command_id, changes))
         return accepted
-
-    def _settings(self) -> tuple[float, float]:
-        """The trainer's schedule peak (its scheduler's base rate; before the first
-        step, GRPOConfig's learning_rate) and KL weight now (nan where it has none)."""
-        scheduler = getattr(self.trainer, "lr_scheduler", None)
-        lr = scheduler.base_lrs[0] if scheduler is not None else getattr(
-            getattr(self.trainer, "args", None), "learning_rate", math.nan)
-        return float(lr), float(getattr(self.trainer, "beta", math.nan))
-
-    def _apply_settings(self, changes: dict[str, Any]) -> None:
-        """Every process, at the same step end: the new schedule peak and KL weight."""
-        if "lr" in changes:
-            scheduler = _lambda_scheduler(self.trainer)
-            scheduler.base_lrs = [changes["lr"]] * len(scheduler.base_lrs)
-            # the rate of the next update: the new peak times the schedule's factor now (LambdaLR's rule)
-            for group, factor in zip(self.trainer.optimizer.param_groups,
-                                     (fn(scheduler.last_epoch) for fn in scheduler.lr_lambdas)):
-                group["lr"] = changes["lr"] * factor
-        if "beta" in changes:
-            self.trainer.beta = changes["beta"]
 
     def _check_edit(self, step: int) -> dict[str, Any] | None:
         """The pending set_rewards, once it passed the lab's gate (checked in a separate
@@ -529,22 +468,6 @@ class RlabCallback(TrainerCallback):
             step, version, rubric, from_step=step + 1, command_id=edit["command_id"],
             message=f"reward version {version} on {len(answers)} processes from step {step + 1}",
             processes={str(a["rank"]): version for a in answers})
-
-
-def _lambda_scheduler(trainer: Any) -> Any:
-    """The trainer's learning-rate scheduler, when it is a ``LambdaLR`` (the HF
-    Trainer's schedules are): its base rates can change between steps.
-
-    Raises:
-        ValueError: another scheduler (e.g. DeepSpeed's), whose rates this cannot rescale safely.
-    """
-    from torch.optim.lr_scheduler import LambdaLR
-
-    scheduler = getattr(trainer, "lr_scheduler", None)
-    if not isinstance(scheduler, LambdaLR):
-        raise ValueError(f"lr: the trainer's scheduler is {type(scheduler).__name__}, not a LambdaLR, so its rates "
-                         "cannot be rescaled safely between steps; set learning_rate in GRPOConfig and restart")
-    return scheduler
 
 
 def _file_version(path: Path) -> RubricVersion:

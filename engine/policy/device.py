@@ -1,13 +1,16 @@
 """Where and how the policy trains: CPU threads, bf16 autocast, gradient checkpointing, GPU memory.
 
-On CUDA the forward pass runs under bf16 autocast where the GPU supports it;
-gradient checkpointing trades compute for activation memory; the peak memory
-of each step is reported as a metric. On CPU all of this is a no-op.
+The forward pass runs under bf16 autocast where the device computes bf16
+natively (a GPU with bf16; a CPU with AVX-512 BF16 or AMX), for a real
+model; gradient checkpointing trades compute for activation memory; the peak
+memory of each step is reported as a metric (CUDA).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -30,9 +33,54 @@ def set_cpu_threads(threads: int | None, *, tiny_policy: bool) -> None:
         torch.set_num_threads(threads)
 
 
+#: CPU flags (Linux /proc/cpuinfo) of native bf16 arithmetic: AVX-512 BF16 (AMD Zen 4, Intel
+#: Cooper Lake on) and AMX (Intel Sapphire Rapids on), which oneDNN's bf16 matmuls use.
+NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
 def bf16_supported(device: str | torch.device) -> bool:
-    """True when ``device`` is a CUDA device whose GPU computes in bf16 natively."""
-    return torch.device(device).type == "cuda" and torch.cuda.is_bf16_supported()
+    """True when ``device`` computes in bf16 natively: a CUDA GPU with bf16, or a CPU
+    with :data:`NATIVE_BF16_CPU_FLAGS` (elsewhere bf16 is emulated, slower than float32)."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return kind == "cpu" and bool(set(NATIVE_BF16_CPU_FLAGS) & _cpu_flags())
+
+
+def _cpu_flags() -> set[str]:
+    return {flag for line in _cpuinfo_lines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+
+
+def _cpuinfo_lines() -> list[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return handle.read().splitlines()
+    except OSError:  # not Linux: no flags known, so no native bf16 assumed
+        return []
+
+
+#: Parameters from which a model computes in bf16 by default on a CPU with native bf16:
+#: below it decoding is bound by op dispatch, not by the matmuls bf16 halves (the tiny
+#: policy's 0.5 M samples no faster in bf16), and float32 keeps its runs exact.
+CPU_BF16_MIN_PARAMETERS = 50_000_000
+
+
+def uses_bf16(model, device: str | torch.device, wanted: bool | None) -> bool:
+    """Whether a run's policy computes in bf16: ``wanted`` (``--bf16``), or by default on a
+    GPU with bf16, and on a CPU with native bf16 for a model of at least
+    :data:`CPU_BF16_MIN_PARAMETERS` parameters.
+
+    Raises:
+        ValueError: bf16 asked for on a device without native bf16.
+    """
+    supported = bf16_supported(device)
+    if wanted and not supported:
+        raise ValueError(f"bf16 was asked for but device {device!r} lacks native bf16 (a GPU with bf16, or a CPU "
+                         f"with {' or '.join(NATIVE_BF16_CPU_FLAGS)}); use --no-bf16")
+    if wanted is not None:
+        return wanted
+    large = sum(p.numel() for p in model.parameters()) >= CPU_BF16_MIN_PARAMETERS
+    return supported and (torch.device(device).type == "cuda" or large)
 
 
 def training_options(
@@ -49,26 +97,26 @@ def training_options(
         device: where it trains, e.g. ``"cpu"`` or ``"cuda"``.
         gradient_checkpointing: recompute activations in the backward pass
             (non-reentrant, so it works with frozen LoRA base weights).
-        bf16: ``None`` = bf16 autocast when the GPU supports it; ``False`` =
-            never; ``True`` = required.
+        bf16: ``None`` = bf16 autocast on a GPU with bf16; ``False`` = never;
+            ``True`` = required (a run decides by :func:`uses_bf16`).
 
     Returns:
         A zero-argument callable giving a fresh context manager to wrap each
-        forward pass in: ``torch.autocast("cuda", dtype=torch.bfloat16)`` or
-        ``contextlib.nullcontext()`` (always on CPU). Logits come out in bf16
-        under autocast; cast them to float32 before ``log_softmax``.
+        forward pass in: ``torch.autocast(device type, dtype=torch.bfloat16)``
+        (float32 weights, bf16 matmuls) or ``contextlib.nullcontext()``. Logits
+        come out in bf16 under autocast; cast them to float32 before ``log_softmax``.
 
     Raises:
-        ValueError: ``bf16=True`` on a device without bf16 support.
+        ValueError: ``bf16=True`` on a device without native bf16.
     """
     if gradient_checkpointing:
         _enable_checkpointing(model)
-    supported = bf16_supported(device)
-    if bf16 and not supported:
-        raise ValueError(f"bf16 was asked for but device {device!r} lacks it; use --no-bf16 or a bf16 GPU")
-    if bf16 is False or not supported:
+    kind = torch.device(device).type
+    if bf16 and not bf16_supported(device):
+        raise ValueError(f"bf16 was asked for but device {device!r} lacks native bf16; use --no-bf16")
+    if not (bf16 or bf16 is None and kind == "cuda" and bf16_supported(device)):
         return contextlib.nullcontext
-    return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+    return lambda: torch.autocast(kind, dtype=torch.bfloat16)
 
 
 def _enable_checkpointing(model) -> None:
@@ -104,3 +152,18 @@ def clock(device: str | torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter()
+
+
+def describe_machine() -> dict[str, object]:
+    """What a speed figure was taken on, for benchmarks' JSON: the CPU's model and the
+    flags that decide its matmul speed, its cores, torch's threads, whether it
+    computes bf16 natively, the load average (1, 5, 15 min) and a GPU's name. Two
+    figures are comparable only on the same line of this."""
+    flags = _cpu_flags()
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo_lines() if line.startswith("model name")),
+                 platform.processor())
+    return {"cpu": model, "cpu_flags": [f for f in ("avx2", "avx512f", *NATIVE_BF16_CPU_FLAGS) if f in flags],
+            "cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
+            "bf16_native_cpu": bool(set(NATIVE_BF16_CPU_FLAGS) & flags),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}

@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from rlab.engine.policy.sampling import PrefixCache, sample as sample_with_cache
+from rlab.engine.policy.sampling_weights import SamplingWeights
 from rlab.engine.policy.static_generation import sample_static
 from rlab.engine.types import Sample
 
@@ -45,6 +46,9 @@ class Policy:
         generation: ``"loop"`` (``engine.policy.sampling``, the default) or
             ``"hf_static"`` (``engine.policy.static_generation``) for calls
             without a prefix cache (single-turn rollouts and evals).
+        sample_dtype: None samples with the model's own weights (a LoRA
+            adapter merged in: ``engine.policy.sampling_weights``);
+            ``torch.bfloat16`` with a bf16 copy of them.
     """
 
     def __init__(self, model, tokenizer: PreTrainedTokenizerBase, device: str):
@@ -52,6 +56,8 @@ class Policy:
         self.tokenizer = tokenizer
         self.device = device
         self.generation = "loop"
+        self.sample_dtype: torch.dtype | None = None
+        self._sampling: SamplingWeights | None = None
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.pad_id = int(tokenizer.pad_token_id)
@@ -119,13 +125,22 @@ class Policy:
             distribution (temperature applied; for greedy, temperature 1).
             See :mod:`rlab.engine.policy.sampling` for the loop.
         """
+        model = self.sampling_model()
         if self.generation == "hf_static" and cache is None:
-            out = sample_static(self.model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
+            out = sample_static(model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
                                 pad_id=self.pad_id, eos_id=self.eos_id, device=self.device)
         else:
-            out = sample_with_cache(self.model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
+            out = sample_with_cache(model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
                                     pad_id=self.pad_id, eos_id=self.eos_id, device=self.device, cache=cache)
         return [self._to_sample(row, lp) for row, lp in zip(out.tokens, out.logprobs)]
+
+    def sampling_model(self):
+        """The model sampling runs: :attr:`model` itself, or its merged (and
+        :attr:`sample_dtype`) copy, current with the trained weights."""
+        if self._sampling is None or self._sampling.trained is not self.model \
+                or self._sampling.dtype != self.sample_dtype:
+            self._sampling = SamplingWeights(self.model, self.sample_dtype)
+        return self._sampling.model()
 
     def _to_sample(self, tokens: list[int], logprobs: list[float]) -> Sample:
         if self.eos_id in tokens:

@@ -140,7 +140,11 @@ class TrainConfig:
     of logits / temperature so the ratio compares like with like (1.0 when
     used on its own: the raw logits). loss_tokens: the loss's token mean
     runs over the tokens with signal (``with_signal``) or over every
-    trained token (``all``); see the module docstring.
+    trained token (``all``); see the module docstring. own_old_logprobs:
+    the ratio's old log-probabilities are the policy's own, from the step's
+    first forward pass (before its optimizer step), not the sampler's (whose
+    bf16 copy, ``engine.policy.sampling_weights``, is not the trained
+    float32 model to float tolerance); as TRL takes them when vLLM samples.
     """
 
     lr: float = _run_default("lr")
@@ -151,6 +155,7 @@ class TrainConfig:
     temperature: float = 1.0
     weight_decay: float = 0.0
     loss_tokens: LossTokens = _run_default("loss_tokens")
+    own_old_logprobs: bool = False
 
     @classmethod
     def from_run(cls, config: RunConfig) -> TrainConfig:
@@ -194,9 +199,13 @@ class Trainer:
     def step(self, samples: list[TrainSample]) -> dict[str, float]:
         """``num_iterations`` updates on ``samples``; metrics averaged over them.
 
+        With ``own_old_logprobs`` the first update's forward pass (before its
+        optimizer step) gives the old log-probs every update's ratio divides by.
         See :meth:`update` for the metrics.
         """
-        runs = [self.update(samples) for _ in range(self.config.num_iterations)]
+        prepared = self._prepare(samples)
+        runs = [self._update(prepared, take_old=self.config.own_old_logprobs and k == 0)
+                for k in range(self.config.num_iterations)]
         return {key: float(np.mean([r[key] for r in runs])) for key in runs[0]}
 
     def update(self, samples: list[TrainSample]) -> dict[str, float]:
@@ -212,41 +221,53 @@ class Trainer:
         The batch runs as :func:`micro_batches` whose gradients accumulate
         into one optimizer step: the same update as one pass, in bounded memory.
         """
-        active = [s for s in samples if s.has_signal] if self.config.beta == 0 else samples
-        if not active:
+        return self._update(self._prepare(samples), take_old=False)
+
+    def _prepare(self, samples: list[TrainSample]) -> _Prepared:
+        """The samples an update trains on (those with a nonzero advantage, or all with a
+        KL term), collated into micro-batches, and the token counts of the loss's mean."""
+        active = by_length([s for s in samples if s.has_signal] if self.config.beta == 0 else samples)
+        device = next(self.model.parameters()).device
+        chunks = [_collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0)
+                  for part in micro_batches(active, vocab_size(self.model), logits_budget(device))] if active else []
+        n_tokens = sum(float(chunk["mask"].sum()) for chunk in chunks)
+        loss_tokens = n_tokens if self.config.loss_tokens == "with_signal" else float(sum(sum(s.mask()) for s in samples))
+        return _Prepared(chunks, len(active), n_tokens, loss_tokens)
+
+    def _update(self, prepared: _Prepared, *, take_old: bool) -> dict[str, float]:
+        """One optimizer step over ``prepared``'s micro-batches (gradients accumulated);
+        ``take_old``: their old log-probs become this forward pass's (see :meth:`step`)."""
+        if not prepared.chunks:
             nan = float("nan")
             return {"loss": nan, "kl": nan, "clip_ratio": nan, "entropy": nan, "grad_norm": nan,
                     "trained_samples": 0}
         self.model.train()
-        device = next(self.model.parameters()).device
-        active = by_length(active)
-        chunks = [_collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0)
-                  for part in micro_batches(active, vocab_size(self.model), logits_budget(device))]
-        n_tokens = sum(chunk["mask"].sum() for chunk in chunks)
-        loss_tokens = n_tokens if self.config.loss_tokens == "with_signal" else sum(sum(s.mask()) for s in samples)
         self.optimizer.zero_grad(set_to_none=True)
         totals = dict.fromkeys(("loss", "kl", "clip_ratio", "entropy"), 0.0)
-        for chunk in chunks:
-            sums = self._token_sums(chunk)
-            (sums["loss"] / loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
+        for chunk in prepared.chunks:
+            sums = self._token_sums(chunk, take_old=take_old)
+            (sums["loss"] / prepared.loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
             for key in totals:
                 totals[key] += sums[key].item()
         grad_norm = torch.nn.utils.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
         )
         self.optimizer.step()
-        metrics = {key: value / float(n_tokens) for key, value in totals.items()}
-        metrics["loss"] = totals["loss"] / float(loss_tokens)
+        metrics = {key: value / prepared.n_tokens for key, value in totals.items()}
+        metrics["loss"] = totals["loss"] / prepared.loss_tokens
         if self.config.beta == 0:
             metrics["kl"] = float("nan")  # no reference model: a flat 0 would be a measurement it is not
         return {**metrics, "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
-                "trained_samples": len(active)}
+                "trained_samples": prepared.samples}
 
-    def _token_sums(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _token_sums(self, batch: dict[str, torch.Tensor], *, take_old: bool = False) -> dict[str, torch.Tensor]:
         """Sums over the trained tokens of one micro-batch: ``loss`` (with its
         graph: clipped surrogate, plus beta * k3), and, detached, ``kl``,
-        ``clip_ratio`` (clipped tokens) and ``entropy``."""
+        ``clip_ratio`` (clipped tokens) and ``entropy``. ``take_old``: this
+        pass's log-probs become the batch's old ones (the ratio is then 1)."""
         logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True)
+        if take_old:
+            batch["old_logprobs"] = logp.detach()
         mask = batch["mask"]
         ratio = torch.exp(logp - batch["old_logprobs"])
         adv = batch["advantages"]
@@ -287,6 +308,17 @@ class Trainer:
         if not with_entropy:
             return logp, None
         return logp, token_entropy(logits.detach(), lse.detach(), self.config.temperature)
+
+
+@dataclass
+class _Prepared:
+    """A step's batch as its updates run it: the micro-batches (:func:`_collate`), how many
+    samples they hold, and the trained tokens (``n_tokens``) and the loss's denominator."""
+
+    chunks: list[dict[str, torch.Tensor]]
+    samples: int
+    n_tokens: float
+    loss_tokens: float
 
 
 def _frozen_copy(model):

@@ -29,6 +29,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,48 @@ def write(run: Mapping[str, Any], steps: list[ImportedStep], out_dir: Path) -> d
     state.write_text(json.dumps({"global_step": steps[-1].step if steps else 0,
                                  "log_history": history}, indent=1), encoding="utf-8")
     return {"completions": folder, "trainer_state": state}
+
+
+def logged_table(buffer: dict) -> tuple[list[str], list[dict]]:
+    """GRPOTrainer's in-memory ``_logs`` buffer (``prompt``, ``completion``,
+    ``rewards``: {name: values}, ``extra``: {column: values}, ``advantages``)
+    as the columns and rows of the completions table it writes (what
+    ``engine.integrations.trl`` reads live, then :func:`rows_to_step`)."""
+    columns = {"prompt": list(buffer.get("prompt", [])),
+               "completion": list(buffer.get("completion", [])),
+               **{name: list(v) for name, v in (buffer.get("rewards") or {}).items()},
+               **{name: list(v) for name, v in (buffer.get("extra") or {}).items()
+                  if name not in FIXED_COLUMNS},
+               "advantage": list(buffer.get("advantages", []))}
+    size = len(columns["prompt"])
+    names = list(columns)
+    # each deque ends with the newest batch: a column that began later (a reward function
+    # of a newer version) is shorter, so align the columns at their ends
+    rows = [{name: _from_end(columns[name], size - i) for name in names} for i in range(size)]
+    return names, rows
+
+
+def _from_end(values: list, back: int) -> Any:
+    """``values[-back]``, or None when the list is shorter than that."""
+    return values[-back] if back <= len(values) else None
+
+
+def split_groups(groups: list[GroupRecord], size: int | None) -> list[GroupRecord]:
+    """Groups of ``size`` (TRL's ``num_generations``): two groups in a row with the same
+    prompt (two dataset rows with one text) read as one run of equal prompts; cut it."""
+    if not size:
+        return groups
+    out: list[GroupRecord] = []
+    for group in groups:
+        n = len(group.trajectories)
+        if n <= size or n % size:
+            out.append(group)
+            continue
+        for start in range(0, n, size):
+            chunk = group.trajectories[start:start + size]
+            for k, t in enumerate(chunk):
+                t.index = k
+            out.append(replace(group, trajectories=chunk))
+    for k, group in enumerate(out):
+        group.index = group.example_id = k
+    return out

@@ -13,8 +13,10 @@ of ``--prompts-per-step`` x ``--group-size`` completions of at most
 that many updates per step), the same learning rate held constant, sampling
 temperature, clip epsilon (0.2), no KL term, std-scaled group advantages,
 LoRA of ``--lora-rank`` on q/k/v/o (alpha 2 x rank; 0: every weight), no
-gradient checkpointing, and bf16 autocast on a GPU that has it (float32 on
-CPU). rlab's loss averages over every trained token here (``--loss-tokens
+gradient checkpointing, and the same precision: ``--bf16``/``--no-bf16``, by
+default rlab's rule (``engine.policy.device.uses_bf16``: bf16 on a GPU with
+it, and on a CPU with native bf16 for a model of 50 M parameters or more),
+which both trainers apply to the model they load. rlab's loss averages over every trained token here (``--loss-tokens
 all``, TRL's ``loss_type="dapo"``), so both make the same update.
 
 Timing is per rollout batch (generation, scoring and every update on it),
@@ -48,7 +50,7 @@ import torch  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
 from rlab.engine.config import RunConfig  # noqa: E402
-from rlab.engine.policy.device import bf16_supported, clock  # noqa: E402
+from rlab.engine.policy.device import clock, describe_machine, uses_bf16  # noqa: E402
 from rlab.engine.policy.model import Policy  # noqa: E402
 from rlab.engine.policy.smollm2 import resolve_model  # noqa: E402
 from rlab.engine.policy.tiny import embedded_dir  # noqa: E402
@@ -67,7 +69,7 @@ def settings(args: argparse.Namespace) -> RunConfig:
         "num_iterations": args.num_iterations, "lr": args.lr, "lr_warmup_steps": 0, "lr_final_ratio": 1.0,
         "temperature": args.temperature, "eval_size": args.eval_size, "eval_every": args.eval_every,
         "checkpoint_every": 10**6, "loss_tokens": "all", "generation": args.generation, "seed": args.seed,
-        "threads": args.threads, "alerts": {"pause_on": ""}})
+        "threads": args.threads, "bf16": args.bf16, "alerts": {"pause_on": ""}})
 
 
 def peak_memory_gb(device: str) -> float:
@@ -142,7 +144,7 @@ def run_trl(config: RunConfig) -> dict:
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         return [s.reward for s in rubric.score_group([json.loads(e) for e in example], texts)]
 
-    bf16 = torch.device(device).type == "cuda" and bf16_supported(device)
+    bf16 = uses_bf16(model, device, config.bf16)
     with tempfile.TemporaryDirectory() as tmp:
         args = GRPOConfig(
             output_dir=tmp, max_steps=config.max_steps * config.num_iterations, learning_rate=config.lr,
@@ -218,6 +220,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, default=3, help="rollout batches between held-out evals")
     p.add_argument("--generation", choices=["loop", "hf_static"], default="loop", help="rlab's sampler")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: one per core)")
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="both trainers in bf16 (default: rlab's rule, uses_bf16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", choices=["rlab", "trl"], help="run one trainer, in this process")
     return p
@@ -225,6 +229,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
+    if args.bf16 is None and not args.only:  # one decision, passed to both children
+        path = resolve_model(Path(args.model)) if args.model else embedded_dir("arithmetic")
+        args.bf16 = uses_bf16(Policy.load(path, args.device).model, args.device, None)
     config = settings(args)
     if args.only:
         torch.manual_seed(args.seed)
@@ -235,14 +242,15 @@ def main() -> None:
         return
     results = {}
     for trainer in ("rlab", "trl"):
-        child = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--only", trainer],
-                               capture_output=True, text=True)
+        precision = "--bf16" if args.bf16 else "--no-bf16"
+        child = subprocess.run([sys.executable, __file__, *sys.argv[1:], precision, "--only", trainer],
+                               check=False, capture_output=True, text=True)
         if child.returncode != 0:
             raise SystemExit(f"{trainer} failed:\n{child.stderr[-4000:]}")
         results[trainer] = json.loads(child.stdout.strip().splitlines()[-1])
     shared = {k: v for k, v in vars(args).items() if k != "only"} | {
         "device_name": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
-        "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+        "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "machine": describe_machine()}
     ratio = None
     if results["rlab"]["seconds_per_rollout_batch"] and results["trl"]["seconds_per_rollout_batch"]:
         ratio = round(results["rlab"]["seconds_per_rollout_batch"] / results["trl"]["seconds_per_rollout_batch"], 3)

@@ -11,7 +11,14 @@ format bonus for <answer> tags. The run goes into ``--db``; open it in the
 TUI with ``rlab watch --db DB`` to see its curves. Figures:
 
 - ``generation_tokens_per_s``: new tokens per second sampling 32 prompts
-  at once (temperature 0.8, 64 new tokens, no early stop counted out).
+  at once (temperature 0.8, 64 new tokens, no early stop counted out), in
+  the precision a run takes on this machine (``run_precision``: bf16 on a
+  CPU with native bf16, ``engine.policy.device.uses_bf16``), through the
+  adapter merged into a sampling copy (``engine.policy.sampling_weights``);
+  ``--both-precisions`` times the other precision too (``by_precision``).
+- ``machine_at_start`` / ``load_average_at_end``: the CPU (model, AVX-512,
+  native bf16), cores, threads and load: figures from two machines, or one
+  under load, are not comparable.
 - ``grpo_step_seconds``: one engine step of 8 prompts x 8 rollouts x 64 new
   tokens: rollouts, scoring and the LoRA (rank 16) update (num_iterations 1).
 - ``peak_rss_mb``: the process's peak resident memory (ru_maxrss).
@@ -39,8 +46,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def measure_speed(model_dir: Path) -> dict:
+def measure_speed(model_dir: Path, bf16: bool) -> dict:
     from rlab.engine.config import RunConfig
+    from rlab.engine.policy.device import training_options
     from rlab.engine.policy.lora import LoraSettings, apply_lora
     from rlab.engine.policy.model import Policy
     from rlab.engine.rewards.rubric import load_rubric
@@ -55,6 +63,7 @@ def measure_speed(model_dir: Path) -> dict:
     task = get_scenario(str(TASK))
     policy = Policy.load(model_dir, "cpu")
     policy.model = apply_lora(policy.model, LoraSettings(rank=16))
+    policy.sample_dtype = torch.bfloat16 if bf16 else None  # as a run sets it (engine.session.build_parts)
     examples = task.train_examples(0)
     prompts = [policy.render([{"role": "system", "content": task.system_prompt},
                               {"role": "user", "content": ex["prompt"]}]) for ex in examples[:32]]
@@ -65,7 +74,9 @@ def measure_speed(model_dir: Path) -> dict:
     config = RunConfig(prompts_per_step=8, group_size=8, max_new_tokens=64, temperature=0.8, num_iterations=1,
                        lr=2e-4)
     rollout = Rollout(policy, task, config, tokenizer=policy.tokenizer)
-    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(lr=2e-4, num_iterations=1, temperature=0.8))
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(lr=2e-4, num_iterations=1, temperature=0.8,
+                                                           own_old_logprobs=bf16),
+                      autocast=training_options(policy.model, "cpu", bf16=bf16))
     rubric = load_rubric(task.reward_file)
     t0 = time.perf_counter()
     rollouts = rollout.play(examples[32:40])
@@ -111,14 +122,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-seconds", type=float, default=0, help="also train this long (0: speed only)")
     parser.add_argument("--db", type=Path, default=Path("/tmp/rlab-bench-real-model.db"))
+    parser.add_argument("--both-precisions", action="store_true",
+                        help="on a CPU with native bf16, also time the other precision than a run's default")
     args = parser.parse_args()
+    from rlab.engine.policy.device import describe_machine, uses_bf16
     from rlab.engine.policy.smollm2 import ensure_smollm2
 
-    out = {"model": "smollm2-135m", "device": "cpu", "threads": torch.get_num_threads(),
-           **measure_speed(ensure_smollm2())}
+    model_dir = ensure_smollm2()
+    machine = describe_machine()
+    from rlab.engine.policy.model import Policy
+
+    default_bf16 = uses_bf16(Policy.load(model_dir, "cpu").model, "cpu", None)
+    precisions = {"bf16" if default_bf16 else "float32": measure_speed(model_dir, default_bf16)}
+    if args.both_precisions and machine["bf16_native_cpu"]:  # the other one, side by side
+        precisions["float32" if default_bf16 else "bf16"] = measure_speed(model_dir, not default_bf16)
+    out = {"model": "smollm2-135m", "device": "cpu", "machine_at_start": machine,
+           "run_precision": "bf16" if default_bf16 else "float32",
+           **precisions["bf16" if default_bf16 else "float32"],
+           "by_precision": precisions}
     if args.train_seconds:
         out.update(measure_learning(args.train_seconds, args.db))
     out["peak_rss_mb"] = round(_peak_rss_mb(), 1)
+    out["load_average_at_end"] = describe_machine()["load_average"]
     print(json.dumps(out))
     sys.stdout.flush()
 
