@@ -204,3 +204,23 @@ def test_a_model_from_before_the_rename_gets_past_key_values():
 
     assert list(sampling.with_cache(OldCausalLM(), "kv")) == ["past_key_values"]
     assert list(sampling.with_cache(NewCausalLM(), "kv")) == ["cache"]
+
+
+def test_a_draw_follows_the_tempered_softmax_and_its_logprob_is_the_tokens():
+    torch.manual_seed(0)
+    logits = torch.randn(1, 40) * 2
+    logits[0, -6:] = -1e9  # a tail of probability 0, as a masked vocabulary has
+    draws = 100_000
+    token, logprob = sampling._pick(logits.expand(draws, -1).contiguous(), 0.7)
+    expected = torch.softmax(logits[0] / 0.7, -1)
+    frequency = torch.bincount(token, minlength=40).float() / draws
+    # 4 standard errors of a frequency, per token: a wrong distribution (e.g. temperature 1) is far outside.
+    assert torch.all((frequency - expected).abs() <= 4 * (expected * (1 - expected) / draws).sqrt() + 1e-6)
+    assert int((token >= 34).sum()) == 0
+    assert logprob == pytest.approx(torch.log_softmax(logits[0] / 0.7, -1)[token], abs=1e-5)
+
+
+def test_a_draw_at_the_top_of_the_cdf_takes_the_last_token_of_mass_not_a_zero(monkeypatch):
+    probs = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    monkeypatch.setattr(sampling.torch, "rand", lambda shape, **kw: torch.ones(shape, **kw))  # rounds up to the total
+    assert sampling._inverse_cdf(probs).tolist() == [1, 3]

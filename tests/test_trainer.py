@@ -210,3 +210,38 @@ def test_gradient_checkpointing_takes_the_one_pass_per_row_path_with_the_same_lo
         training_options(policy.model, "cpu", gradient_checkpointing=True)
         per_row, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
     assert torch.allclose(shared * batch["mask"], per_row * batch["mask"], atol=1e-5)
+
+
+def test_a_short_cpu_update_runs_eager_attention_and_equals_the_sdpa_update(policy, monkeypatch):
+    """CPU updates of short sequences swap SDPA for eager attention (device.training_attention):
+    the same loss and gradients, and the model is left on SDPA (the sampling copy shares its config)."""
+    from rlab.engine.policy import device
+
+    samples = [_sample(policy, prompt, completion, adv) for prompt in ("12+34=", "7+8=")
+               for completion, adv in (("46", 1.0), ("15", -0.5), ("1234", 0.25))]
+    assert policy.model.config._attn_implementation == "sdpa"
+    seen: list[str] = []
+    policy.model.register_forward_pre_hook(lambda model, args: seen.append(model.config._attn_implementation))
+    start = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0, beta=0.1)
+    eager = Trainer(policy.model, policy.pad_id, config).update(samples)
+    eager_grads = [p.grad.clone() for p in policy.model.parameters()]
+    assert set(seen) == {"eager"} and policy.model.config._attn_implementation == "sdpa"
+    policy.model.load_state_dict(start)
+    seen.clear()
+    monkeypatch.setattr(device, "CPU_EAGER_ATTENTION_MAX_TOKENS", 0)
+    sdpa = Trainer(policy.model, policy.pad_id, config).update(samples)
+    assert set(seen) == {"sdpa"}
+    for key in ("loss", "kl", "entropy", "grad_norm"):
+        assert sdpa[key] == pytest.approx(eager[key], rel=1e-4, abs=1e-6)
+    for got, want in zip(policy.model.parameters(), eager_grads):
+        assert torch.allclose(got.grad, want, rtol=1e-3, atol=1e-6)
+
+
+def test_the_attention_is_restored_when_the_update_fails(policy):
+    from rlab.engine.policy.device import training_attention
+
+    with pytest.raises(RuntimeError), training_attention([policy.model], "cpu", tokens=10):
+        assert policy.model.config._attn_implementation == "eager"
+        raise RuntimeError("a failed backward")
+    assert policy.model.config._attn_implementation == "sdpa"

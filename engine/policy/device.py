@@ -12,8 +12,9 @@ import contextlib
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from typing import Any
 
 import torch
 
@@ -117,6 +118,41 @@ def training_options(
     if not (bf16 or bf16 is None and kind == "cuda" and bf16_supported(device)):
         return contextlib.nullcontext
     return lambda: torch.autocast(kind, dtype=torch.bfloat16)
+
+
+#: On CPU, a training pass whose sequences are at most this many tokens (prompt and
+#: completion) runs eager attention (two matmuls and a softmax) instead of SDPA: torch's
+#: CPU flash-attention backward costs some 30 ms a layer however short the sequences.
+#: Measured on one core of an AMD EPYC (bf16, 9 heads of 64, fwd + bwd of one layer):
+#: 37.5 ms SDPA vs 7.9 ms eager at 16 x 64 tokens, 42.5 vs 27.2 at 4 x 256, 82 vs 74 at
+#: 2 x 512, 90 vs 176 at 1,024 tokens; a GRPO update of SmolLM2-135M on arithmetic
+#: (64 rows, prompts of ~50 tokens) 18-20 s with SDPA, 14-15 s eager.
+CPU_EAGER_ATTENTION_MAX_TOKENS = 512
+
+
+@contextlib.contextmanager
+def training_attention(models: Sequence[Any], device: str | torch.device, tokens: int) -> Iterator[None]:
+    """Within the block, ``models`` (plain or LoRA: the policy and a KL reference) run eager
+    attention when they train on CPU sequences of at most
+    :data:`CPU_EAGER_ATTENTION_MAX_TOKENS` (``tokens``: the widest micro-batch's prompt
+    and completion width) and would run SDPA; otherwise nothing changes. Restored on
+    exit, error or not: the sampling copy shares the policy's config.
+
+    Wrap the forward *and* backward passes (a checkpointed layer recomputes its
+    forward in the backward pass, and must meet the attention it saved). The
+    result is the same attention to float tolerance, only faster.
+    """
+    bases = [model.get_base_model() if hasattr(model, "get_base_model") else model for model in models]
+    switched = [base for base in bases if getattr(base.config, "_attn_implementation", None) == "sdpa"]
+    if torch.device(device).type != "cpu" or tokens > CPU_EAGER_ATTENTION_MAX_TOKENS:
+        switched = []
+    for base in switched:
+        base.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        for base in switched:
+            base.set_attn_implementation("sdpa")
 
 
 def _enable_checkpointing(model) -> None:

@@ -101,14 +101,35 @@ def left_pad(prompt_ids: list[list[int]], pad_id: int, device) -> tuple[torch.Te
 
 
 def _pick(logits: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Next token (R,) and its log-probability (R,) from last-position logits (R, V)."""
+    """Next token (R,) long and its log-probability (R,) float32 from last-position logits (R, V).
+
+    Sampling inverts each row's CDF at one uniform draw: an exact draw from
+    softmax(logits / temperature), as ``torch.multinomial`` is, for a fraction
+    of its cost on CPU (multinomial draws an exponential per vocabulary entry:
+    33 ms a call on (32, 49152) float32 at one thread, against 5 ms).
+    """
     if temperature <= 0:
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         token = logprobs.argmax(dim=-1)
-    else:
-        logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
-        token = torch.multinomial(logprobs.exp(), 1).squeeze(1)
-    return token, logprobs.gather(1, token.unsqueeze(1)).squeeze(1)
+        return token, logprobs.gather(1, token.unsqueeze(1)).squeeze(1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    token = _inverse_cdf(probs)
+    return token, probs.gather(1, token.unsqueeze(1)).squeeze(1).log()
+
+
+def _inverse_cdf(probs: torch.Tensor) -> torch.Tensor:
+    """One token (R,) long per row of ``probs`` (R, V): the first whose cumulative
+    probability passes a uniform draw in [0, row total). A draw that rounds up
+    to the total (or onto a run of zeros at the end) would land on a token of
+    probability 0: such a row takes its last token of nonzero probability."""
+    cdf = probs.cumsum(dim=-1)
+    total = cdf[:, -1:]
+    draw = torch.rand(total.shape, dtype=cdf.dtype, device=cdf.device) * total
+    token = torch.searchsorted(cdf, draw, right=True).squeeze(1).clamp(max=probs.shape[1] - 1)
+    impossible = probs.gather(1, token.unsqueeze(1)).squeeze(1) == 0
+    if bool(impossible.any()):  # rare: the cdf reaches its total at the last token of mass
+        token = torch.where(impossible, (cdf < total).sum(dim=-1), token)
+    return token
 
 
 def _past(kept: list[tuple[int, list[LayerKV] | None]], device) -> tuple[DynamicCache, torch.Tensor]:

@@ -40,6 +40,7 @@ import torch
 from transformers import DynamicCache
 
 from rlab.engine.config import LossTokens, RunConfig
+from rlab.engine.policy.device import training_attention
 from rlab.engine.policy.lora import is_lora, reference_mode
 from rlab.engine.policy.sampling import left_pad, with_cache
 from rlab.engine.train.token_logprobs import chosen_logprobs, token_entropy
@@ -232,7 +233,8 @@ class Trainer:
                   for part in micro_batches(active, vocab_size(self.model), logits_budget(device))] if active else []
         n_tokens = sum(float(chunk["mask"].sum()) for chunk in chunks)
         loss_tokens = n_tokens if self.config.loss_tokens == "with_signal" else float(sum(sum(s.mask()) for s in samples))
-        return _Prepared(chunks, len(active), n_tokens, loss_tokens)
+        widest = max((c["prompt_ids"].shape[1] + c["completion_ids"].shape[1] for c in chunks), default=0)
+        return _Prepared(chunks, len(active), n_tokens, loss_tokens, widest)
 
     def _update(self, prepared: _Prepared, *, take_old: bool) -> dict[str, float]:
         """One optimizer step over ``prepared``'s micro-batches (gradients accumulated);
@@ -244,11 +246,13 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         totals = dict.fromkeys(("loss", "kl", "clip_ratio", "entropy"), 0.0)
-        for chunk in prepared.chunks:
-            sums = self._token_sums(chunk, take_old=take_old)
-            (sums["loss"] / prepared.loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
-            for key in totals:
-                totals[key] += sums[key].item()
+        models = [self.model] if self.reference is None else [self.model, self.reference]
+        with training_attention(models, prepared.chunks[0]["completion_ids"].device, prepared.widest_tokens):
+            for chunk in prepared.chunks:
+                sums = self._token_sums(chunk, take_old=take_old)
+                (sums["loss"] / prepared.loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
+                for key in totals:
+                    totals[key] += sums[key].item()
         grad_norm = torch.nn.utils.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], self.config.max_grad_norm
         )
@@ -313,12 +317,14 @@ class Trainer:
 @dataclass
 class _Prepared:
     """A step's batch as its updates run it: the micro-batches (:func:`_collate`), how many
-    samples they hold, and the trained tokens (``n_tokens``) and the loss's denominator."""
+    samples they hold, the trained tokens (``n_tokens``), the loss's denominator, and the
+    widest micro-batch's prompt and completion width in tokens (``widest_tokens``)."""
 
     chunks: list[dict[str, torch.Tensor]]
     samples: int
     n_tokens: float
     loss_tokens: float
+    widest_tokens: int
 
 
 def _frozen_copy(model):
