@@ -258,7 +258,7 @@ def _alerts(reader, run_id):
 def forced(tmp_path_factory):
     """Three engine runs at once on the tiny policy, each forcing alerts or faults (see their tests).
 
-    burn: lr 0.05 collapses the policy; it pauses on collapse and is resumed
+    burn: lr 0.05 collapses the policy (held-out evals every 2 steps see it); it pauses on collapse and is resumed
     (what `rlab resume burn` sends). hack: a rubric that pays for a trivial
     answer. faults: a reward function that raises on even answers (the run
     goes on: --no-pause-on-reward-error) and a judge server that answers 500.
@@ -271,7 +271,7 @@ def forced(tmp_path_factory):
     with ChatCompletionsServer([Reply(status=500, error="the judge is down")]) as judge:
         procs = {
             "burn": _engine(root / "burn", "--name", "burn", "--lr", "0.05", "--max-steps", "12",
-                            "--eval-size", "100"),
+                            "--eval-size", "100", "--eval-every", "2"),
             "hack": _engine(root / "hack", "--name", "hack", "--task", str(task), "--model",
                             str(embedded_dir("arithmetic")), "--prompts-per-step", "16", "--max-steps", "30",
                             "--eval-every", "100", "--alert", "pause_on="),
@@ -301,7 +301,9 @@ def forced(tmp_path_factory):
 
 
 def test_a_learning_rate_that_destroys_the_tiny_policy_pauses_the_run_on_collapse(forced):
-    """lr 0.05 turns the warm-started policy into '777777' for every prompt within two steps."""
+    """lr 0.05 turns the warm-started policy into one degenerate completion for every prompt
+    (empty, or '777777', as the seed draws) within two steps: held-out pass@1 falls from about
+    0.3 to 0 at the first eval after it (every 2 steps), whatever the training success was."""
     burn = forced["burn"]
     reader, run_id = burn.reader, burn.run_id
     [collapse] = [a for a in _alerts(reader, run_id) if a[0] == "collapse"]
