@@ -14,7 +14,10 @@ TUI with ``rlab watch --db DB`` to see its curves. Figures:
   at once (temperature 0.8, 64 new tokens, no early stop counted out), in
   the precision a run takes on this machine (``run_precision``: bf16 on a
   CPU with native bf16, ``engine.policy.device.uses_bf16``), through the
-  adapter merged into a sampling copy (``engine.policy.sampling_weights``);
+  adapter merged into a sampling copy (``engine.policy.sampling_weights``;
+  the first call builds it, as the first sampling after each update does);
+- ``generation_step_shape_tokens_per_s``: the same for what a step samples,
+  8 prompts x 8 rollouts (one prefill per distinct prompt, 64 rows decoding);
   ``--both-precisions`` times the other precision too (``by_precision``).
 - ``machine_at_start`` / ``load_average_at_end``: the CPU (model, AVX-512,
   native bf16), cores, threads and load: figures from two machines, or one
@@ -71,6 +74,10 @@ def measure_speed(model_dir: Path, bf16: bool) -> dict:
     samples = policy.sample(prompts, max_new_tokens=64, temperature=0.8)
     gen_s = time.perf_counter() - t0
     new_tokens = sum(len(s.token_ids) for s in samples)
+    t0 = time.perf_counter()
+    step_samples = policy.sample([p for p in prompts[:8] for _ in range(8)], max_new_tokens=64, temperature=0.8)
+    step_gen_s = time.perf_counter() - t0
+    step_tokens = sum(len(s.token_ids) for s in step_samples)
     config = RunConfig(prompts_per_step=8, group_size=8, max_new_tokens=64, temperature=0.8, num_iterations=1,
                        lr=2e-4)
     rollout = Rollout(policy, task, config, tokenizer=policy.tokenizer)
@@ -91,7 +98,9 @@ def measure_speed(model_dir: Path, bf16: bool) -> dict:
     if not batch.samples:
         raise SystemExit("every group scored alike: no update to time; the task gives no spread")
     return {"generation_tokens_per_s": round(new_tokens / gen_s, 1), "generation_batch": 32,
-            "generation_new_tokens": new_tokens, "grpo_step_seconds": round(collect_s + train_s, 2),
+            "generation_new_tokens": new_tokens,
+            "generation_step_shape_tokens_per_s": round(step_tokens / step_gen_s, 1),
+            "generation_step_shape_new_tokens": step_tokens, "grpo_step_seconds": round(collect_s + train_s, 2),
             "grpo_step_rollout_seconds": round(collect_s, 2), "grpo_step_train_seconds": round(train_s, 2),
             "grpo_step_trained_sequences": len(batch.samples),
             "grpo_step_shape": "8 prompts x 8 rollouts x 64 new tokens, LoRA rank 16"}
