@@ -245,3 +245,22 @@ def test_the_attention_is_restored_when_the_update_fails(policy):
         assert policy.model.config._attn_implementation == "eager"
         raise RuntimeError("a failed backward")
     assert policy.model.config._attn_implementation == "sdpa"
+
+
+def test_a_checkpointed_lora_update_recomputes_with_the_attention_it_saved(policy):
+    """Checkpointed layers recompute their forward in the backward pass: that must meet the
+    eager attention it ran (training_attention wraps both), and give the unchecked update."""
+    from rlab.engine.policy.device import training_options
+    from rlab.engine.policy.lora import LoraSettings, apply_lora
+
+    model = apply_lora(policy.model, LoraSettings(rank=4))
+    samples = [_sample(policy, "12+34=", completion, adv) for completion, adv in (("46", 1.0), ("15", -1.0))]
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0)
+    plain = Trainer(model, policy.pad_id, config).update(samples)
+    model.load_state_dict(start)
+    training_options(model, "cpu", gradient_checkpointing=True)
+    checked = Trainer(model, policy.pad_id, config).update(samples)
+    assert checked["loss"] == pytest.approx(plain["loss"], rel=1e-4)
+    assert checked["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-3)
+    assert model.get_base_model().config._attn_implementation == "sdpa"
