@@ -98,8 +98,8 @@ def training_options(
         device: where it trains, e.g. ``"cpu"`` or ``"cuda"``.
         gradient_checkpointing: recompute activations in the backward pass
             (non-reentrant, so it works with frozen LoRA base weights).
-        bf16: ``None`` = bf16 autocast on a GPU with bf16; ``False`` = never;
-            ``True`` = required (a run decides by :func:`uses_bf16`).
+        bf16: ``None`` = :func:`uses_bf16`'s default; ``False`` = never;
+            ``True`` = required.
 
     Returns:
         A zero-argument callable giving a fresh context manager to wrap each
@@ -112,12 +112,9 @@ def training_options(
     """
     if gradient_checkpointing:
         _enable_checkpointing(model)
-    kind = torch.device(device).type
-    if bf16 and not bf16_supported(device):
-        raise ValueError(f"bf16 was asked for but device {device!r} lacks native bf16; use --no-bf16")
-    if not (bf16 or bf16 is None and kind == "cuda" and bf16_supported(device)):
+    if not uses_bf16(model, device, bf16):
         return contextlib.nullcontext
-    return lambda: torch.autocast(kind, dtype=torch.bfloat16)
+    return lambda: torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
 #: On CPU, a training pass whose sequences are at most this many tokens (prompt and
@@ -142,10 +139,10 @@ def training_attention(models: Sequence[Any], device: str | torch.device, tokens
     forward in the backward pass, and must meet the attention it saved). The
     result is the same attention to float tolerance, only faster.
     """
+    short_on_cpu = torch.device(device).type == "cpu" and tokens <= CPU_EAGER_ATTENTION_MAX_TOKENS
     bases = [model.get_base_model() if hasattr(model, "get_base_model") else model for model in models]
-    switched = [base for base in bases if getattr(base.config, "_attn_implementation", None) == "sdpa"]
-    if torch.device(device).type != "cpu" or tokens > CPU_EAGER_ATTENTION_MAX_TOKENS:
-        switched = []
+    switched = [base for base in bases
+                if short_on_cpu and getattr(base.config, "_attn_implementation", None) == "sdpa"]
     for base in switched:
         base.set_attn_implementation("eager")
     try:
