@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -61,6 +63,54 @@ def test_repeated_prompts_share_one_prefill_and_finished_rows_stop(policy, monke
     samples = policy.sample(_prompts(policy, 1) * 8, max_new_tokens=6, temperature=1.0)
     assert [s.token_ids for s in samples] == [[policy.eos_id]] * 8
     assert len(calls) == 1 and calls[0][0] == 1
+
+
+def _system_prompts(policy, n):
+    """n prompts that share a long start (a system prompt and the template) and then differ."""
+    system = {"role": "system", "content": "Answer with the number only, and nothing else at all."}
+    return [policy.render([system, {"role": "user", "content": f"{10 + i}+{3 * i}="}]) for i in range(n)]
+
+
+def test_the_start_all_prompts_share_runs_once_and_samples_what_a_full_prefill_samples(policy, monkeypatch):
+    """A system prompt common to every prompt is prefilled once (a forward pass over
+    its tokens alone), the prompts run only what follows it, and the greedy tokens
+    and sampled log-probs are those of a full forward pass over each prompt."""
+    prompts = [p for p in _system_prompts(policy, 4) for _ in range(2)]
+    shared = len(os.path.commonprefix(prompts))
+    assert shared >= sampling.MIN_SHARED_PREFIX_TOKENS
+    widths = []
+    real = policy.model.forward
+
+    def recorded(*args, **kwargs):
+        widths.append(tuple(kwargs["input_ids"].shape))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(policy.model, "forward", recorded)
+    torch.manual_seed(0)
+    samples = policy.sample(prompts, max_new_tokens=5, temperature=0.7)
+    assert widths[0] == (1, shared)
+    assert widths[1] == (4, max(len(p) for p in prompts) - shared)  # the 4 distinct prompts' own tokens
+    monkeypatch.undo()
+    for prompt, s in zip(prompts, samples):
+        ids = torch.tensor([prompt + s.token_ids])
+        logits = policy.model(input_ids=ids).logits[0, len(prompt) - 1 : -1] / 0.7
+        expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(s.token_ids).unsqueeze(1)).squeeze(1)
+        assert s.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+    ids, mask = left_pad(prompts, policy.pad_id, "cpu")
+    out = policy.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=5,
+                                pad_token_id=policy.pad_id, eos_token_id=policy.eos_id)
+    for row, s in zip(out[:, ids.shape[1]:].tolist(), policy.sample(prompts, max_new_tokens=5, temperature=0)):
+        assert s.token_ids == row[: len(s.token_ids)]
+
+
+def test_prompts_that_share_too_little_are_prefilled_whole(policy, monkeypatch):
+    prompts = [[5, 6, 7, 8, 9], [5, 6, 7, 1, 2, 3]]  # 3 tokens in common: under the minimum
+    widths = []
+    real = policy.model.forward
+    monkeypatch.setattr(policy.model, "forward",
+                        lambda *a, **k: widths.append(tuple(k["input_ids"].shape)) or real(*a, **k))
+    policy.sample(prompts, max_new_tokens=1, temperature=0)
+    assert widths == [(2, 6)]
 
 
 def _next_turn(policy, prompt, sample, observation):

@@ -8,6 +8,11 @@ completions of the embedded tasks end after 2-4 tokens of a 6-token budget);
 and stops when every row has ended. Each decoding step is one forward pass
 of the still-running rows over one new token.
 
+The distinct prompts of a call share their start too: a task's system prompt
+and chat template (arithmetic: 39 of 50 tokens). When no kept row serves
+them, that common prefix runs once and its KV is copied to every prompt, so
+32 prompts prefill 39 + 32 x 11 tokens instead of 32 x 50.
+
 Multi-turn episodes re-send their whole conversation every turn. With a
 :class:`PrefixCache` the loop keeps each row's KV at the end of a call, and
 the next call feeds only the tokens a prompt adds to a kept row (the
@@ -20,6 +25,7 @@ is prefilled whole: reuse never changes what is sampled, only its cost.
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -33,6 +39,11 @@ PREFIX_CACHE_BUDGET_BYTES = 2**30
 
 #: One layer's kept keys and values for one row: two (heads, tokens, head_dim) tensors.
 LayerKV = tuple[torch.Tensor, torch.Tensor]
+
+#: A common start of at least this many tokens among a call's distinct prompts is
+#: prefilled once (:func:`_shared_prefix`); shorter, one more forward pass costs more
+#: than it saves.
+MIN_SHARED_PREFIX_TOKENS = 8
 
 
 @dataclass
@@ -161,9 +172,26 @@ def with_cache(model, kv: DynamicCache) -> dict[str, DynamicCache]:
     return {"cache" if "cache" in takes else "past_key_values": kv}
 
 
+def _shared_prefix(model, prompts: list[list[int]], device) -> tuple[int, list[LayerKV] | None]:
+    """(n, kv): the KV of the first n tokens every prompt starts with, from one forward
+    pass, leaving each prompt at least one token to run; (0, None) for fewer than two
+    prompts or a common start under :data:`MIN_SHARED_PREFIX_TOKENS`."""
+    n = min(len(os.path.commonprefix(prompts)), min(len(p) for p in prompts) - 1)
+    if len(prompts) < 2 or n < MIN_SHARED_PREFIX_TOKENS:
+        return 0, None
+    kv = DynamicCache()
+    model(input_ids=torch.tensor([prompts[0][:n]], device=device), **with_cache(model, kv), use_cache=True,
+          logits_to_keep=1)
+    return n, [(layer.keys[0], layer.values[0]) for layer in _attention_layers(kv)]
+
+
 def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id: int, device):
-    """Run each prompt's tokens past its longest kept prefix; (cache, logits (D, V), mask, positions (D,))."""
+    """Run each prompt's tokens past its longest kept prefix, or past the prefix all
+    share when none is kept; (cache, logits (D, V), mask, positions (D,))."""
     kept = [cache.longest_prefix(p) if cache is not None else (0, None) for p in prompts]
+    reused = sum(n for n, _ in kept)
+    if not reused:
+        kept = [_shared_prefix(model, prompts, device)] * len(prompts)
     past, past_mask = _past(kept, device)
     ids, new_mask = left_pad([p[n:] for p, (n, _) in zip(prompts, kept)], pad_id, device)
     mask = torch.cat([past_mask, new_mask], dim=1)
@@ -171,8 +199,8 @@ def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id:
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, **with_cache(model, past),
                 use_cache=True, logits_to_keep=1)
     if cache is not None:
-        cache.reused_tokens += sum(n for n, _ in kept)
-        cache.prefilled_tokens += sum(len(p) - n for p, (n, _) in zip(prompts, kept))
+        cache.reused_tokens += reused
+        cache.prefilled_tokens += sum(len(p) - n for p, (n, _) in zip(prompts, kept)) + (0 if reused else kept[0][0])
     if past_mask.shape[1]:
         mask = _compact(past, mask)
     return past, out.logits[:, -1], mask, positions[:, -1]
