@@ -264,3 +264,54 @@ def test_a_checkpointed_lora_update_recomputes_with_the_attention_it_saved(polic
     assert checked["loss"] == pytest.approx(plain["loss"], rel=1e-4)
     assert checked["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-3)
     assert model.get_base_model().config._attn_implementation == "sdpa"
+
+
+def _system_sample(policy, question: str, completion: str, advantage: float) -> TrainSample:
+    """A sample whose prompt starts with a system prompt every other sample's prompt shares."""
+    system = {"role": "system", "content": "Answer with the number only, and nothing else at all."}
+    prompt_ids = policy.render([system, {"role": "user", "content": question}])
+    completion_ids = policy.tokenizer.encode(completion, add_special_tokens=False) + [policy.eos_id]
+    return TrainSample(prompt_ids, completion_ids, _logprobs(policy, prompt_ids, completion_ids), advantage)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(policy, monkeypatch, lora):
+    """A system prompt every trained prompt starts with runs once per update, not once per
+    distinct prompt of each micro-batch; its KV's gradients, gathered over the micro-batches,
+    flow back through that one pass: the loss, metrics and gradients of prompts run whole."""
+    from rlab.engine.policy import sampling
+    from rlab.engine.policy.lora import LoraSettings, apply_lora
+
+    model = apply_lora(policy.model, LoraSettings(rank=4)) if lora else policy.model
+    if lora:  # a new adapter is zero: give it weights, so the start's KV depends on what is trained
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.data.normal_(0, 0.05)
+    samples = [_system_sample(policy, question, completion, adv)
+               for question in ("12+34=", "7+8=", "1+1=")
+               for completion, adv in (("46", 1.0), ("15", -0.5), ("1234", 0.25))]
+    monkeypatch.setattr(trainer_module, "LOGITS_BUDGET_BYTES", 2 * 5 * vocab_size(model) * 4)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0)
+    runs, fewest = {}, sampling.MIN_SHARED_PREFIX_TOKENS
+    for minimum in (fewest, 10**6):
+        model.load_state_dict(start)
+        monkeypatch.setattr(sampling, "MIN_SHARED_PREFIX_TOKENS", minimum)
+        trainer = Trainer(model, policy.pad_id, config)
+        prepared = trainer._prepare(samples)
+        widths = []
+        real = model.forward
+        monkeypatch.setattr(model, "forward", lambda *a, **k: widths.append(tuple(k["input_ids"].shape)) or real(*a, **k))
+        metrics = trainer.update(samples)
+        monkeypatch.setattr(model, "forward", real)
+        runs[minimum] = prepared, widths, metrics, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    (shared, shared_widths, shared_metrics, shared_grads), (whole, _, whole_metrics, whole_grads) = runs.values()
+    assert len(shared.chunks) >= 3 and whole.shared_start == []
+    assert len(shared.shared_start) >= fewest
+    assert shared_widths[0] == (1, len(shared.shared_start))  # the start, once
+    assert all(w[1] < len(samples[0].prompt_ids) - len(shared.shared_start) + 1 for w in shared_widths[1::2])
+    for key in ("loss", "entropy", "grad_norm", "clip_ratio"):
+        assert shared_metrics[key] == pytest.approx(whole_metrics[key], rel=1e-4, abs=1e-6)
+    assert len(shared_grads) == len(whole_grads) > 0
+    for got, want in zip(shared_grads, whole_grads):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)

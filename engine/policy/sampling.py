@@ -172,17 +172,23 @@ def with_cache(model, kv: DynamicCache) -> dict[str, DynamicCache]:
     return {"cache" if "cache" in takes else "past_key_values": kv}
 
 
+def common_start(prompts: list[list[int]]) -> int:
+    """Tokens every one of ``prompts`` starts with, leaving each at least one token of its
+    own (whose logits predict what follows); 0 for fewer than two prompts or a common
+    start under :data:`MIN_SHARED_PREFIX_TOKENS`. The sampler's and the update's rule."""
+    n = min(len(os.path.commonprefix(prompts)), min(len(p) for p in prompts) - 1) if len(prompts) > 1 else 0
+    return n if n >= MIN_SHARED_PREFIX_TOKENS else 0
+
+
 def _shared_prefix(model, prompts: list[list[int]], device) -> tuple[int, list[LayerKV] | None]:
-    """(n, kv): the KV of the first n tokens every prompt starts with, from one forward
-    pass, leaving each prompt at least one token to run; (0, None) for fewer than two
-    prompts or a common start under :data:`MIN_SHARED_PREFIX_TOKENS`."""
-    n = min(len(os.path.commonprefix(prompts)), min(len(p) for p in prompts) - 1)
-    if len(prompts) < 2 or n < MIN_SHARED_PREFIX_TOKENS:
+    """(n, kv): the KV of the :func:`common_start` of ``prompts``, from one forward pass;
+    (0, None) when they share none."""
+    if not (n := common_start(prompts)):
         return 0, None
     kv = DynamicCache()
     model(input_ids=torch.tensor([prompts[0][:n]], device=device), **with_cache(model, kv), use_cache=True,
           logits_to_keep=1)
-    return n, [(layer.keys[0], layer.values[0]) for layer in _attention_layers(kv)]
+    return n, [(layer.keys[0], layer.values[0]) for layer in attention_layers(kv)]
 
 
 def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id: int, device):
@@ -218,7 +224,7 @@ def _compact(kv: DynamicCache, mask: torch.Tensor) -> torch.Tensor:
     aligned = torch.equal(mask[:, mask.shape[1] - width:], compacted)
     # Stable sort puts padding (0) first and real positions (1) last, each in order.
     order = None if aligned else torch.sort(mask, dim=1, stable=True).indices[:, -width:]
-    for layer in _attention_layers(kv):
+    for layer in attention_layers(kv):
         if order is None:
             layer.keys, layer.values = layer.keys[:, :, -width:], layer.values[:, :, -width:]
         else:
@@ -227,7 +233,7 @@ def _compact(kv: DynamicCache, mask: torch.Tensor) -> torch.Tensor:
     return compacted
 
 
-def _attention_layers(kv: DynamicCache) -> list[Any]:
+def attention_layers(kv: DynamicCache) -> list[Any]:
     """The cache's layers, each with ``keys`` and ``values`` (B, heads, tokens, head_dim):
     the only kind a causal LM's ``DynamicCache`` holds here (transformers also types
     linear-attention layers into the list)."""
@@ -246,7 +252,7 @@ def _keep_rows(cache: PrefixCache, kv: DynamicCache, mask: torch.Tensor, rows: l
     for row, context in zip(rows, contexts):
         start = mask.shape[1] - lengths[row]
         cache.keep(context, [(layer.keys[row, :, start:].clone(), layer.values[row, :, start:].clone())
-                             for layer in _attention_layers(kv)])
+                             for layer in attention_layers(kv)])
 
 
 @torch.no_grad()
