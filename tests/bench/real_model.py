@@ -24,10 +24,19 @@ TUI with ``rlab watch --db DB`` to see its curves. Figures:
   under load, are not comparable.
 - ``grpo_step_seconds``: one engine step of 8 prompts x 8 rollouts x 64 new
   tokens: rollouts, scoring and the LoRA (rank 16) update (num_iterations 1).
+- ``run_toml_*``: the example's ``run.toml`` exactly as shipped (its task's
+  24-token budget, one update per batch at lr 4e-4), as the engine runs
+  it: the median ``step_seconds`` of its steps and of their rollout and
+  update phases, and its rollouts' tokens per second (sampled tokens over
+  ``time/generation``, which also covers rendering the prompts and building
+  the trajectories).
+  From ``--run-steps`` steps (after a held-out eval of the starting policy,
+  not timed), or from the whole ``--train-seconds`` run.
 - ``peak_rss_mb``: the process's peak resident memory (ru_maxrss).
 - with ``--train-seconds``: the example's ``run.toml`` exactly as shipped
-  (LoRA rank 16, lr 2e-4, 8 x 8, its held-out eval of 64 problems every 10
-  steps) trained for that many seconds: held-out pass@1 before and after,
+  (LoRA rank 16, lr 4e-4, one update per batch, 8 x 8, its held-out eval
+  of 64 problems every 10 steps) trained for that many seconds: held-out
+  pass@1 before and after,
   the eval curve and the mean reward of the first and last fifth of steps.
 """
 
@@ -36,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -106,24 +116,47 @@ def measure_speed(model_dir: Path, bf16: bool) -> dict:
             "grpo_step_shape": "8 prompts x 8 rollouts x 64 new tokens, LoRA rank 16"}
 
 
-def measure_learning(seconds: float, db: Path) -> dict:
+def run_shipped(db: Path, **budget: float) -> tuple[dict, list[dict]]:
+    """Run the example's run.toml exactly as shipped (only the run file and the
+    budget, ``max_seconds`` or ``max_steps``, are the bench's); its summary and
+    the metrics of its training steps."""
     from rlab.engine.config import RunConfig
     from rlab.engine.run_config import read_run_config
     from rlab.engine.step import run
     from rlab.store.reader import StoreReader
 
-    # the example's run config exactly as shipped; only the run file and the time budget are the bench's
-    config = RunConfig.model_validate({**read_run_config(TASK / "run.toml"), "db": db, "max_seconds": seconds})
+    config = RunConfig.model_validate({**read_run_config(TASK / "run.toml"), "db": db, **budget})
     summary = run(config)
     with StoreReader(db) as reader:
-        rewards = [m.get("reward") for m in reader.step_metrics(summary["run_id"]) if m.get("reward") is not None]
+        steps = [m for m in reader.step_metrics(summary["run_id"]) if "step_seconds" in m]
+    return {**summary, "eval_size": config.eval_size, "rollouts_per_step": config.prompts_per_step * config.group_size}, steps
+
+
+def step_figures(steps: list[dict], rollouts_per_step: int) -> dict:
+    """The run.toml-shaped step: median seconds of a step and its phases, and the
+    rollouts' sampled tokens per second over all the steps."""
+    def median(key: str) -> float:
+        return round(statistics.median(m[key] for m in steps), 2)
+
+    sampled = sum(m["completions/mean_length"] * rollouts_per_step for m in steps)
+    return {"run_toml_steps_timed": len(steps), "run_toml_step_seconds_median": median("step_seconds"),
+            "run_toml_generation_seconds_median": median("time/generation"),
+            "run_toml_update_seconds_median": median("time/update"),
+            "run_toml_generation_tokens_per_s": round(sampled / sum(m["time/generation"] for m in steps), 1),
+            "run_toml_completion_tokens_mean": round(sampled / len(steps) / rollouts_per_step, 1)}
+
+
+def measure_learning(seconds: float, db: Path) -> dict:
+    summary, steps = run_shipped(db, max_seconds=seconds)
+    rewards = [m["reward"] for m in steps if m.get("reward") is not None]
     k = max(1, len(rewards) // 5)
-    return {"steps": summary["steps"], "train_seconds": summary["seconds"],
+    return {**step_figures(steps, summary["rollouts_per_step"]), "steps": summary["steps"],
+            "train_seconds": summary["seconds"],
             "eval_pass_at_1_before": summary["eval_pass_at_1_initial"],
             "eval_pass_at_1_after": summary["eval_pass_at_1_final"],
             "reward_first_steps": round(sum(rewards[:k]) / k, 4) if rewards else None,
             "reward_last_steps": round(sum(rewards[-k:]) / k, 4) if rewards else None,
-            "eval_size": config.eval_size, "eval_curve_seconds_pass_at_1": summary["eval_curve"],
+            "eval_size": summary["eval_size"], "eval_curve_seconds_pass_at_1": summary["eval_curve"],
             "run_id": summary["run_id"], "db": str(db)}
 
 
@@ -131,6 +164,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-seconds", type=float, default=0, help="also train this long (0: speed only)")
     parser.add_argument("--db", type=Path, default=Path("/tmp/rlab-bench-real-model.db"))
+    parser.add_argument("--run-steps", type=int, default=6,
+                        help="without --train-seconds: time this many steps of run.toml as shipped")
     parser.add_argument("--both-precisions", action="store_true",
                         help="on a CPU with native bf16, also time the other precision than a run's default")
     args = parser.parse_args()
@@ -151,6 +186,9 @@ def main() -> None:
            "by_precision": precisions}
     if args.train_seconds:
         out.update(measure_learning(args.train_seconds, args.db))
+    else:
+        summary, steps = run_shipped(args.db, max_steps=args.run_steps)
+        out.update(step_figures(steps, summary["rollouts_per_step"]))
     out["peak_rss_mb"] = round(_peak_rss_mb(), 1)
     out["load_average_at_end"] = describe_machine()["load_average"]
     print(json.dumps(out))
