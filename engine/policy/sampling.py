@@ -180,24 +180,31 @@ def common_start(prompts: list[list[int]]) -> int:
     return n if n >= MIN_SHARED_PREFIX_TOKENS else 0
 
 
+def start_kv(model, ids: list[int], device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's keys and values, (1, kv_heads, n, head_dim) each, of ``ids`` (n tokens
+    at positions 0..n-1) run through ``model`` from an empty cache: the start prompts
+    share, for the sampler (no gradients) and the update (with them)."""
+    kv = DynamicCache()
+    model(input_ids=torch.tensor([ids], device=device), **with_cache(model, kv), use_cache=True, logits_to_keep=1)
+    return [(layer.keys, layer.values) for layer in _attention_layers(kv)]
+
+
 def _shared_prefix(model, prompts: list[list[int]], device) -> tuple[int, list[LayerKV] | None]:
     """(n, kv): the KV of the :func:`common_start` of ``prompts``, from one forward pass;
     (0, None) when they share none."""
     if not (n := common_start(prompts)):
         return 0, None
-    kv = DynamicCache()
-    model(input_ids=torch.tensor([prompts[0][:n]], device=device), **with_cache(model, kv), use_cache=True,
-          logits_to_keep=1)
-    return n, [(layer.keys[0], layer.values[0]) for layer in attention_layers(kv)]
+    return n, [(keys[0], values[0]) for keys, values in start_kv(model, prompts[0][:n], device)]
 
 
 def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id: int, device):
     """Run each prompt's tokens past its longest kept prefix, or past the prefix all
     share when none is kept; (cache, logits (D, V), mask, positions (D,))."""
     kept = [cache.longest_prefix(p) if cache is not None else (0, None) for p in prompts]
-    reused = sum(n for n, _ in kept)
+    reused, shared = sum(n for n, _ in kept), 0
     if not reused:
-        kept = [_shared_prefix(model, prompts, device)] * len(prompts)
+        shared, shared_kv = _shared_prefix(model, prompts, device)
+        kept = [(shared, shared_kv)] * len(prompts)
     past, past_mask = _past(kept, device)
     ids, new_mask = left_pad([p[n:] for p, (n, _) in zip(prompts, kept)], pad_id, device)
     mask = torch.cat([past_mask, new_mask], dim=1)
@@ -206,7 +213,8 @@ def _prefill(model, prompts: list[list[int]], cache: PrefixCache | None, pad_id:
                 use_cache=True, logits_to_keep=1)
     if cache is not None:
         cache.reused_tokens += reused
-        cache.prefilled_tokens += sum(len(p) - n for p, (n, _) in zip(prompts, kept)) + (0 if reused else kept[0][0])
+        # the shared start ran once, whatever the number of prompts
+        cache.prefilled_tokens += sum(len(p) - n for p, (n, _) in zip(prompts, kept)) + shared
     if past_mask.shape[1]:
         mask = _compact(past, mask)
     return past, out.logits[:, -1], mask, positions[:, -1]
@@ -224,7 +232,7 @@ def _compact(kv: DynamicCache, mask: torch.Tensor) -> torch.Tensor:
     aligned = torch.equal(mask[:, mask.shape[1] - width:], compacted)
     # Stable sort puts padding (0) first and real positions (1) last, each in order.
     order = None if aligned else torch.sort(mask, dim=1, stable=True).indices[:, -width:]
-    for layer in attention_layers(kv):
+    for layer in _attention_layers(kv):
         if order is None:
             layer.keys, layer.values = layer.keys[:, :, -width:], layer.values[:, :, -width:]
         else:
@@ -233,7 +241,7 @@ def _compact(kv: DynamicCache, mask: torch.Tensor) -> torch.Tensor:
     return compacted
 
 
-def attention_layers(kv: DynamicCache) -> list[Any]:
+def _attention_layers(kv: DynamicCache) -> list[Any]:
     """The cache's layers, each with ``keys`` and ``values`` (B, heads, tokens, head_dim):
     the only kind a causal LM's ``DynamicCache`` holds here (transformers also types
     linear-attention layers into the list)."""
@@ -252,7 +260,7 @@ def _keep_rows(cache: PrefixCache, kv: DynamicCache, mask: torch.Tensor, rows: l
     for row, context in zip(rows, contexts):
         start = mask.shape[1] - lengths[row]
         cache.keep(context, [(layer.keys[row, :, start:].clone(), layer.values[row, :, start:].clone())
-                             for layer in attention_layers(kv)])
+                             for layer in _attention_layers(kv)])
 
 
 @torch.no_grad()

@@ -42,7 +42,7 @@ from transformers import DynamicCache
 from rlab.engine.config import LossTokens, RunConfig
 from rlab.engine.policy.device import training_attention
 from rlab.engine.policy.lora import is_lora, reference_mode
-from rlab.engine.policy.sampling import attention_layers, common_start, left_pad, with_cache
+from rlab.engine.policy.sampling import common_start, left_pad, start_kv, with_cache
 from rlab.engine.train.token_logprobs import chosen_logprobs, token_entropy
 from rlab.engine.types import TrainSample
 
@@ -365,11 +365,9 @@ class SharedStart:
     @classmethod
     def run(cls, model, ids: list[int], device, autocast) -> SharedStart:
         """Run ``ids`` (n tokens, positions 0..n-1) through ``model`` with gradients, under ``autocast``."""
-        cache = DynamicCache()
         with autocast():
-            model(input_ids=torch.tensor([ids], device=device), **with_cache(model, cache), use_cache=True,
-                  logits_to_keep=1)
-        return cls(ids, [t for layer in attention_layers(cache) for t in (layer.keys, layer.values)])
+            layers = start_kv(model, ids, device)
+        return cls(ids, [t for keys_values in layers for t in keys_values])
 
     def cache(self, rows: int) -> DynamicCache:
         """A KV cache holding the start for ``rows`` rows (views of the leaves)."""
