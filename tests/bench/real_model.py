@@ -29,15 +29,14 @@ TUI with ``rlab watch --db DB`` to see its curves. Figures:
   it: the median ``step_seconds`` of its steps and of their rollout and
   update phases, and its rollouts' tokens per second (sampled tokens over
   ``time/generation``, which also covers rendering the prompts and building
-  the trajectories).
-  From ``--run-steps`` steps (after a held-out eval of the starting policy,
-  not timed), or from the whole ``--train-seconds`` run.
+  the trajectories). From ``--run-steps`` steps (after a held-out eval of
+  the starting policy, not timed), or from the whole ``--train-seconds`` run.
 - ``peak_rss_mb``: the process's peak resident memory (ru_maxrss).
 - with ``--train-seconds``: the example's ``run.toml`` exactly as shipped
   (LoRA rank 16, lr 4e-4, one update per batch, 8 x 8, its held-out eval
   of 64 problems every 10 steps) trained for that many seconds: held-out
-  pass@1 before and after,
-  the eval curve and the mean reward of the first and last fifth of steps.
+  pass@1 before and after, the eval curve and the mean reward of the
+  first and last fifth of steps.
 """
 
 from __future__ import annotations
