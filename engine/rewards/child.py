@@ -104,10 +104,12 @@ class OutputTap:
         stream: the child's stderr pipe (binary).
         log: where the allowed share goes (text), e.g. ``sys.stderr``.
         allowance: the owner's :class:`LogAllowance` (default: a fresh one).
+        label: what the child runs, in the line that says output was dropped.
     """
 
-    def __init__(self, stream: Any, log: Any, allowance: LogAllowance | None = None) -> None:
-        self._stream, self._log = stream, log
+    def __init__(self, stream: Any, log: Any, allowance: LogAllowance | None = None,
+                 label: str = "reward code") -> None:
+        self._stream, self._log, self._label = stream, log, label
         self._allowance = LogAllowance() if allowance is None else allowance
         # Decoded as one stream: a character split between two reads stays one character.
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -136,7 +138,7 @@ class OutputTap:
         if shown:
             self._write(shown.decode("utf-8", "ignore"))
         if ran_out:
-            self._write(f"\n[reward code printed more than {self._allowance.total} bytes; the rest is not logged]\n")
+            self._write(f"\n[{self._label} printed more than {self._allowance.total} bytes; the rest is not logged]\n")
 
     def _write(self, text: str) -> None:
         try:
@@ -154,16 +156,21 @@ class OutputTap:
 
 
 class UserCodeProcess:
-    """One child process that runs user reward code; started on first use, replaced after a failure.
+    """One child process that runs user code; started on first use, replaced after a failure.
 
     Args:
         memory_mb: address-space cap of the process, MiB.
         log: where the child's output is passed on (default ``sys.stderr``).
+        module: the child's module (default the reward worker; the tool
+            worker is ``rlab.engine.tools.worker``).
+        label: what the child runs, as the log names it.
     """
 
-    def __init__(self, memory_mb: int = DEFAULT_MEMORY_MB, log: Any = None) -> None:
+    def __init__(self, memory_mb: int = DEFAULT_MEMORY_MB, log: Any = None, *, module: str = WORKER_MODULE,
+                 label: str = "reward code") -> None:
         self.memory_mb = memory_mb
         self._log = log
+        self._module, self._label = module, label
         self._allowance = LogAllowance()
         self._proc: subprocess.Popen[bytes] | None = None
         self._tap: OutputTap | None = None
@@ -217,10 +224,10 @@ class UserCodeProcess:
             self.kill()
             self._scratch = tempfile.TemporaryDirectory(prefix="rlab-reward-")
             self._proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [sys.executable, "-P", "-m", self._module], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, cwd=self._scratch.name, preexec_fn=cap_memory(self.memory_mb),
                 start_new_session=True)
-            self._tap = OutputTap(self._proc.stderr, self._log or sys.stderr, self._allowance)
+            self._tap = OutputTap(self._proc.stderr, self._log or sys.stderr, self._allowance, self._label)
         return self._proc
 
     def kill(self) -> None:

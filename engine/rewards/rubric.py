@@ -23,32 +23,19 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import linecache
 import math
 import numbers
-import sys
-import types
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rlab.engine.rewards import signatures
-from rlab.engine.rewards.rubric_errors import RubricError, line_of, where
+from rlab.engine.rewards.rubric_errors import RubricError, where
 from rlab.engine.rewards.score_result import Outcome, ScoreResult, combine, outcome_of
 from rlab.engine.rewards.time_limits import DEFAULT_TIMEOUT_S, run_gathered, run_in_order
+from rlab.engine.rewards.user_source import read_source, run_source
 from rlab.engine.rewards.weights_source import weights_line
-
-
-def _syntax_error(exc: SyntaxError, display: str) -> RubricError:
-    """RubricError for a SyntaxError: the line, the message, the text and a caret."""
-    message = f"SyntaxError in {display} line {exc.lineno}: {exc.msg}"
-    text = (exc.text or "").rstrip("\n")
-    if text.strip():
-        indent = len(text) - len(text.lstrip())
-        caret = " " * max(0, (exc.offset or 1) - 1 - indent) + "^"
-        message += f"\n    {text.strip()}\n    {caret}"
-    return RubricError(message, kind="syntax", lineno=exc.lineno)
 
 
 def _check_weights(raw: Any, namespace: dict[str, Any], source: str, display: str,
@@ -139,46 +126,10 @@ def load_rubric(path_or_source: str | Path, *, filename: str = "rewards.py") -> 
         ValueError: a ``str`` that looks like a file path (pass a Path).
         OSError: a path that cannot be read.
     """
-    if isinstance(path_or_source, str):
-        if "\n" not in path_or_source and path_or_source.strip().endswith(".py"):
-            raise ValueError(
-                f"load_rubric got the str {path_or_source!r}, which looks like a file path; "
-                "pass pathlib.Path(...) to load a file (a str is taken as the source text)"
-            )
-        source, code_name = path_or_source, filename
-    else:
-        path = Path(path_or_source)
-        source, code_name = path.read_text(encoding="utf-8"), str(path)
+    source, code_name = read_source(path_or_source, filename)
     display = Path(code_name).name
-    # Register the text so tracebacks show the lines of *this* version even
-    # when the file on disk has changed since.
-    linecache.cache[code_name] = (len(source), None, source.splitlines(True), code_name)
-    try:
-        code = compile(source, code_name, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        raise _syntax_error(exc, display) from None
-    # A unique module name, registered only while the body runs: dataclasses
-    # and typing look the module up there, and versions must not collide.
-    name = f"_rubric_{Path(display).stem}_{hashlib.sha256(source.encode()).hexdigest()[:12]}"
-    module = types.ModuleType(name)
-    module.__file__ = code_name
-    sys.modules[name] = module
-    try:
-        exec(code, module.__dict__)
-    except ImportError as exc:
-        line = line_of(exc.__traceback__, code_name)
-        raise RubricError(
-            f"ImportError in {display} line {line}: {exc}", kind="import", lineno=line
-        ) from None
-    except (Exception, SystemExit) as exc:  # sys.exit() in a reward file must not end the run
-        line = line_of(exc.__traceback__, code_name)
-        raise RubricError(
-            f"{type(exc).__name__} in {display} line {line} while loading: {exc}",
-            kind="exception",
-            lineno=line,
-        ) from None
-    finally:
-        sys.modules.pop(name, None)
+    module = run_source(source, code_name, "_rubric")
+    name = module.__name__
     namespace = module.__dict__
     weights = _check_weights(namespace.get("WEIGHTS"), namespace, source, display, name)
     functions = {fn_name: _adapted(fn_name, namespace[fn_name], display) for fn_name in weights}
