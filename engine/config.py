@@ -92,6 +92,13 @@ class RunConfig(BaseModel):
     omega: float = Field(1.0, ge=0, description="GiGPO weight of the step-level advantage")
     gigpo_mode: Literal["mean_norm", "mean_std_norm"] = Field(
         "mean_norm", description="GiGPO normalisation: mean only, or mean and std")
+    tools: bool = Field(True, description=(
+        "offer a tool task's tools to the policy; --no-tools runs the same task without them (every call is "
+        "answered 'no tools are offered'): the control arm that shows what the tools are worth"))
+    tool_timeout_s: float = Field(10.0, gt=0, le=600, description="seconds a tool call may take before it is "
+                                  "an error the policy reads (the tool process is then replaced)")
+    tool_result_chars: int = Field(4000, ge=1, le=1_000_000, description=(
+        "the most characters a tool's result may have; a longer one is an error the policy reads"))
     train_unit: Literal["episode", "turn"] = Field(
         "episode", description="multi-step: train each episode as one sequence, or each turn as its own "
         "sample (the same loss, several times the compute; for comparison)")

@@ -17,6 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rlab.engine.types import ToolScenario
+
 SAMPLING_FIELDS = ("temperature", "max_new_tokens", "group_size", "prompts_per_step")
 
 LOCKED_FIELDS = ("dataset", "prompt", "scorer", "sampling", "split")
@@ -162,8 +164,20 @@ def build_loop_manifest(*, kind: str, scenario, split: str, examples: list[dict]
     }
 
 
+def tool_fields(tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The manifest's ``tools``: whether tools were offered, their names and schemas.
+
+    Not a locked field: like the model, the tools are a treatment two runs
+    of one task may differ in (``--no-tools`` is the control arm), so
+    ``rlab compare`` pairs them and shows the difference."""
+    if tools is None:
+        return {"offered": False}
+    return {"offered": True, "names": [t["function"]["name"] for t in tools], "schemas": tools,
+            "schemas_sha256": sha256_json(tools)}
+
+
 def build_manifest(*, scenario, config, chat_template: str | None, reward_source: str, success: str,
-                   model_dir: Path) -> dict[str, Any]:
+                   model_dir: Path, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The manifest of a run (a JSON-ready dict of hashes and settings).
 
     Args:
@@ -173,6 +187,7 @@ def build_manifest(*, scenario, config, chat_template: str | None, reward_source
         reward_source: the rubric file's source at the start of the run.
         success: what counts as solved (``engine.success.SuccessRule.label``).
         model_dir: the policy's model directory (its weights are hashed).
+        tools: the JSON schemas of the tools offered (a tool task), or None.
     """
     return {
         "scenario": scenario.name,
@@ -190,4 +205,5 @@ def build_manifest(*, scenario, config, chat_template: str | None, reward_source
         "kind": "train",
         "files": {"config_sha256": sha256_json(config.model_dump(mode="json"))},
         "environment": environment(),
+        **({"tools": tool_fields(tools)} if isinstance(scenario, ToolScenario) else {}),
     }

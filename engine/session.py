@@ -66,7 +66,8 @@ class Parts:
     server: ServerProcess | None = None
 
     def close_servers(self) -> None:
-        """Close the vLLM connections and stop the server this run started, if any."""
+        """Close the vLLM connections, stop the server this run started, if any, and its tool process."""
+        self.rollout.close()
         if self.vllm is not None:
             self.vllm.close()
         if self.server is not None:

@@ -105,9 +105,11 @@ def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Par
                                                "model_dir": str(model_dir), "success": success.function,
                                                "success_threshold": success.threshold,
                                                "alerts_by": "engine"}  # the TUI shows its alert events
+    tools = parts.rollout.tools
     manifest = build_manifest(scenario=scenario, config=config,
                               chat_template=parts.policy.tokenizer.chat_template,
-                              reward_source=rubric.source, success=success.label, model_dir=model_dir)
+                              reward_source=rubric.source, success=success.label, model_dir=model_dir,
+                              tools=None if tools is None else tools.schemas)  # a bad tools file stops here
     manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
     writer = StoreWriter(config.db, enabled=config.store)
     run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)

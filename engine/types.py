@@ -91,6 +91,31 @@ class TrainSample:
 
 
 @dataclass
+class ToolCall:
+    """One tool call an assistant turn made, with what came back.
+
+    id: the call's id within its trajectory (``call_{turn}_{k}``), which its
+        ``tool`` message answers (``tool_call_id``, OpenAI's format).
+    name: the tool the policy named (it may not exist: then ``error`` says so).
+    arguments: the arguments as the policy wrote them (a JSON object; ``{}``
+        when they did not parse).
+    result: the tool's answer as the policy saw it (text, scrubbed of secrets,
+        capped; ``""`` when the call failed).
+    error: None for a call that ran and returned; else what went wrong, as the
+        policy saw it (a malformed call, an unknown tool, bad arguments, an
+        exception, a time-out, an oversized or secret-bearing result).
+    seconds: wall seconds the call took in the tool process (0.0 when it never ran).
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    result: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
 class Turn:
     """One assistant turn of a trajectory.
 
@@ -109,6 +134,7 @@ class Turn:
     token_ends: per sampled token, the character offset in ``text`` where
         its text ends (for per-token views), or None when the tokens' texts
         do not add up to ``text`` (e.g. a character split across byte tokens).
+    tool_calls: the calls this turn made (a tool task; ``[]`` otherwise), in order.
     """
 
     prompt_ids: list[int]
@@ -121,6 +147,7 @@ class Turn:
     invalid: bool
     truncated: bool
     token_ends: list[int] | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @dataclass
@@ -134,6 +161,8 @@ class Trajectory:
     done: the episode ended (always True for single-turn).
     truncated: a multi-step episode stopped at ``max_turns`` before the end;
         a single-turn completion stopped at ``max_new_tokens`` before EOS.
+    tools: tools were offered (a tool task), so :attr:`tool_calls` is a
+        verdict even when empty.
     """
 
     messages: list[Message]
@@ -141,6 +170,12 @@ class Trajectory:
     turns: list[Turn] = field(default_factory=list)
     done: bool = False
     truncated: bool = False
+    tools: bool = False
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Every tool call of the episode, turn by turn."""
+        return [call for turn in self.turns for call in turn.tool_calls]
 
     @property
     def total_reward(self) -> float:
@@ -206,9 +241,12 @@ class Rollouts:
 class Sampler(Protocol):
     """Where rollouts come from: ``Policy`` (HF generate) or ``VLLMBackend``."""
 
-    def render(self, messages: list[Message]) -> list[int]:
+    def render(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
         """Token ids of ``messages`` under the chat template, with the
-        assistant turn opened (the generation prompt)."""
+        assistant turn opened (the generation prompt). ``tools``: the JSON
+        schemas (OpenAI function format) of the tools offered, rendered by
+        the template where it supports tools, else by the convention of
+        ``engine.tools.render``."""
         ...
 
     def sample(self, prompt_ids: list[list[int]], *, max_new_tokens: int, temperature: float,
@@ -237,6 +275,20 @@ class Environment(Protocol):
     def step(self, action: str) -> tuple[list[Message], float, bool, Hashable | None]:
         """Apply one assistant turn; return (observation messages, reward, done, state key or None)."""
         ...
+
+
+@runtime_checkable
+class ToolEnvironment(Environment, Protocol):
+    """An environment whose actions may call tools (``engine.tools.episode``).
+
+    After each ``step``: ``last_message`` is the assistant turn as OpenAI
+    writes it (its text outside the calls as ``content``, its calls as
+    ``tool_calls``), which the episode keeps instead of the raw text, and
+    ``last_calls`` the calls it made with their results or errors.
+    """
+
+    last_message: Message
+    last_calls: list[ToolCall]
 
 
 @runtime_checkable
@@ -294,4 +346,27 @@ class MultiStepScenario(Scenario, Protocol):
 
     def make_env(self, example: Example) -> Environment:
         """A fresh environment for ``example``."""
+        ...
+
+
+@runtime_checkable
+class ToolScenario(Scenario, Protocol):
+    """A scenario whose episodes are a tool-using agent's: the policy calls tools, results come back.
+
+    tools_file: the Python file whose typed, documented functions are the
+    tools (``TOOLS = [...]`` names them, else every public function it
+    defines); it runs only in the tool process (``engine.tools``), never in
+    the engine. max_turns: assistant turns at most per episode; an episode
+    ends on an answer without a call, or there. The first user message is
+    the example's prompt (a text, or chat messages).
+    """
+
+    max_turns: int
+    tools_file: Path
+
+    def sft_transcripts(self, seed: int) -> list[list[Message]]:
+        """Conversations the tiny policy is warm-started on (after the system prompt):
+        user messages, assistant turns (calls as ``tool_calls``) and ``tool`` results;
+        each assistant turn is rendered by the policy's chat template and trained, but
+        one marked ``"train": False`` (context only)."""
         ...

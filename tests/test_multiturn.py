@@ -33,7 +33,7 @@ class ScriptedPolicy:
         self.act = act
         self.batch_sizes: list[int] = []
 
-    def render(self, messages):
+    def render(self, messages, tools=None):
         return [ord(c) for c in SEP.join(m["content"] for m in messages)]
 
     def sample(self, prompt_ids, *, max_new_tokens, temperature, cache=None):

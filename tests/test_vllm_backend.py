@@ -205,5 +205,5 @@ def test_bad_arguments_and_render(server):
         backend.sample([[5]], max_new_tokens=0)
     with pytest.raises(TypeError, match="render=policy.render"):
         backend.render([{"role": "user", "content": "hi"}])
-    rendering = backend_for(server, render=lambda msgs: [len(m["content"]) for m in msgs])
+    rendering = backend_for(server, render=lambda msgs, tools: [len(m["content"]) for m in msgs])
     assert rendering.render([{"role": "user", "content": "hi"}]) == [2]

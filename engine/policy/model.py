@@ -17,6 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from rlab.engine.policy.sampling import PrefixCache, sample as sample_with_cache
 from rlab.engine.policy.sampling_weights import SamplingWeights
 from rlab.engine.policy.static_generation import sample_static
+from rlab.engine.tools.render import tool_prompt
 from rlab.engine.types import Sample
 
 
@@ -85,20 +86,24 @@ class Policy:
             raise ModelLoadError(f"cannot load the model in {path}: {err}") from err
         return cls(model, tokenizer, device or default_device())
 
-    def render(self, messages: list[dict]) -> list[int]:
+    def render(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """Token ids of ``messages`` through the chat template, ready for generation.
 
-        Renders are memoised by the messages' JSON: the template costs about
-        a millisecond a call and every step re-renders its prompts.
+        ``tools`` (JSON schemas, OpenAI's function format) go to a template
+        that renders tools, else into the messages by the convention of
+        ``engine.tools.render``. Renders are memoised by the messages' and
+        tools' JSON: the template costs about a millisecond a call and every
+        step re-renders its prompts.
         """
-        key = json.dumps(messages, sort_keys=True, default=str)
+        key = json.dumps([messages, tools], sort_keys=True, default=str)
         ids = self._rendered.get(key)
         if ids is None:
             if len(self._rendered) >= RENDER_CACHE_SIZE:
                 self._rendered.clear()
+            shown, offered = tool_prompt(messages, tools, self.tokenizer.chat_template)
             # tokenize=True, return_dict=False: a flat list of token ids
             ids = self._rendered[key] = tuple(cast(list[int], self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=True, return_dict=False
+                shown, tools=offered, add_generation_prompt=True, tokenize=True, return_dict=False
             )))
         return list(ids)
 

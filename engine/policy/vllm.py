@@ -58,7 +58,7 @@ class VLLMBackend:
         model: the served base model name (what ``GET /v1/models`` lists; by
             default vLLM serves a model under the path given to ``vllm
             serve``). ``None``: the first base model the server lists.
-        render: ``messages -> prompt token ids`` (``Policy.render``), so the
+        render: ``(messages, tools) -> prompt token ids`` (``Policy.render``), so the
             backend can stand in wherever a policy is expected.
         api_key: sent as the bearer token (vLLM's ``--api-key``).
         timeout_s: per-request time-out, seconds; one request carries a
@@ -73,7 +73,7 @@ class VLLMBackend:
         base_url: str,
         model: str | None = None,
         *,
-        render: Callable[[list[dict]], list[int]] | None = None,
+        render: Callable[[list[dict], list[dict] | None], list[int]] | None = None,
         api_key: str = "EMPTY",
         timeout_s: float = 600.0,
         max_retries: int = 3,
@@ -91,15 +91,15 @@ class VLLMBackend:
         """The model name requests go to: the latest loaded adapter, else the base model."""
         return self.adapter or self._base()
 
-    def render(self, messages: list[dict]) -> list[int]:
-        """Prompt token ids for ``messages`` through the renderer given at construction.
+    def render(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        """Prompt token ids for ``messages`` (and ``tools``) through the renderer given at construction.
 
         Raises:
             TypeError: no ``render`` was given.
         """
         if self._render is None:
             raise TypeError("VLLMBackend was built without render=; pass render=policy.render")
-        return self._render(messages)
+        return self._render(messages, tools)
 
     def served_models(self) -> list[dict]:
         """The server's ``GET /v1/models`` entries (dicts with ``id``, ``root``, ``parent``).

@@ -89,9 +89,9 @@ class VLLMPool:
         """The model name requests go to (the first server's; all hold the same adapter)."""
         return self.backends[0].current_model
 
-    def render(self, messages: list[dict]) -> list[int]:
+    def render(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """Prompt token ids (:meth:`VLLMBackend.render`)."""
-        return self.backends[0].render(messages)
+        return self.backends[0].render(messages, tools)
 
     def served_models(self) -> list[dict]:
         """Every server's ``GET /v1/models`` (fails fast when one is not there), the first's answer.

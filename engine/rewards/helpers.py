@@ -10,7 +10,9 @@ this module, ``engine.types`` and ``engine.paths``.
     from rlab.engine.rewards.helpers import env_reward   # the environment's own reward
 
 - :func:`env_reward`: the environment's own reward as one rubric component;
-- :data:`ENV_REWARDS_KEY`: the example key that carries it.
+- :data:`ENV_REWARDS_KEY`: the example key that carries it;
+- :func:`tool_errors`: a tool task's failed calls, charged on the turns that made them;
+- :data:`TOOL_CALLS_KEY`: the example key that carries a tool episode's calls.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ from typing import Any
 #: ``example[ENV_REWARDS_KEY]``; TRL-style ones get ``env_rewards``, verifiers-style
 #: ones ``state["env_rewards"]``.
 ENV_REWARDS_KEY = "_env_rewards"
+
+#: Tool tasks: the episode's tool calls, one list per assistant turn, each call a dict
+#: ``{"name", "arguments", "result", "error", "seconds"}`` (``error`` None when it ran and
+#: returned). Lab-style functions read ``example[TOOL_CALLS_KEY]``; TRL-style ones get
+#: ``tool_calls``, verifiers-style ones ``state["tool_calls"]``. The conversation itself
+#: (``completion``) holds the same calls as OpenAI messages (``tool_calls``, role ``tool``).
+TOOL_CALLS_KEY = "_tool_calls"
 
 
 def env_reward(example: dict[str, Any], completion: list[dict[str, Any]]) -> dict[str, Any]:
@@ -41,3 +50,21 @@ def env_reward(example: dict[str, Any], completion: list[dict[str, Any]]) -> dic
         return {"reward": 0.0, "details": {"turns": None}}
     steps = [float(r) for r in example[ENV_REWARDS_KEY]]
     return {"reward": sum(steps), "step_rewards": steps, "details": {"turns": len(steps)}}
+
+
+def tool_errors(example: dict[str, Any], completion: list[dict[str, Any]]) -> dict[str, Any]:
+    """Minus the episode's failed tool calls, each charged to the turn that made it.
+
+    A call fails when it was malformed, named no tool, had bad arguments,
+    raised, timed out or returned too much (its ``error`` is set). Weigh it
+    (e.g. ``WEIGHTS = {"correct": 1.0, "tool_errors": 0.1}``) to make a failed
+    call cost; its ``step_rewards`` let GiGPO see which turn it was. Without
+    tool calls in the example (not a tool task) the reward is 0.0 with
+    ``details["calls"]`` None: no verdict.
+    """
+    turns = example.get(TOOL_CALLS_KEY)
+    if turns is None:
+        return {"reward": 0.0, "details": {"calls": None}}
+    failed = [float(-sum(call.get("error") is not None for call in calls)) for calls in turns]
+    return {"reward": sum(failed), "step_rewards": failed,
+            "details": {"calls": sum(len(calls) for calls in turns), "errors": int(-sum(failed))}}

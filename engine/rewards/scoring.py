@@ -21,13 +21,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rlab.engine.rewards.helpers import ENV_REWARDS_KEY
+from rlab.engine.rewards.helpers import ENV_REWARDS_KEY, TOOL_CALLS_KEY
 from rlab.engine.rewards.judge.mix import JudgedStep, judge_groups
 from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.signatures import COMPLETION_IDS_KEY
 from rlab.engine.rewards.turns import check_step_rewards, turn_rewards
-from rlab.engine.types import Example, Rollouts
+from rlab.engine.types import Example, Rollouts, Trajectory
 
 
 class Scorer(Protocol):
@@ -105,9 +105,17 @@ def score(rollouts: Rollouts, rubric: Scorer, judge: RulerJudge | None = None,
 def scorer_examples(rollouts: Rollouts) -> list[Example]:
     """Each trajectory's example as its reward functions receive it: single-turn
     examples also carry the completion's token ids (TRL-style functions ask for
-    them), multi-step ones the environment's per-turn rewards (``ENV_REWARDS_KEY``)."""
+    them), multi-step ones the environment's per-turn rewards (``ENV_REWARDS_KEY``)
+    and, in a tool task, the calls of each turn (``TOOL_CALLS_KEY``)."""
     if rollouts.multi_step:
-        return [{**ex, ENV_REWARDS_KEY: t.step_rewards}
+        return [{**ex, ENV_REWARDS_KEY: t.step_rewards, **({TOOL_CALLS_KEY: tool_turns(t)} if t.tools else {})}
                 for ex, t in zip(rollouts.flat_examples(), rollouts.trajectories())]
     return [{**ex, COMPLETION_IDS_KEY: t.turns[-1].completion_ids}
             for ex, t in zip(rollouts.flat_examples(), rollouts.trajectories())]
+
+
+def tool_turns(trajectory: Trajectory) -> list[list[dict[str, Any]]]:
+    """A tool episode's calls as reward functions read them (``TOOL_CALLS_KEY``): per turn, per call,
+    ``{"name", "arguments", "result", "error", "seconds"}``."""
+    return [[{"name": c.name, "arguments": c.arguments, "result": c.result, "error": c.error,
+              "seconds": c.seconds} for c in turn.tool_calls] for turn in trajectory.turns]

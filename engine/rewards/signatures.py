@@ -33,7 +33,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from rlab.engine.rewards.helpers import ENV_REWARDS_KEY
+from rlab.engine.rewards.helpers import ENV_REWARDS_KEY, TOOL_CALLS_KEY
 
 Style = Literal["lab", "trl", "verifiers"]
 
@@ -42,7 +42,7 @@ VERIFIERS_NAMES = frozenset({"completion", "answer", "prompt", "info", "state", 
 
 #: Example keys the engine adds for scoring only; never passed on as dataset columns.
 COMPLETION_IDS_KEY = "_completion_ids"
-ENGINE_KEYS = frozenset({COMPLETION_IDS_KEY, ENV_REWARDS_KEY})
+ENGINE_KEYS = frozenset({COMPLETION_IDS_KEY, ENV_REWARDS_KEY, TOOL_CALLS_KEY})
 
 #: How each style is named in logs and in the reward editor.
 STYLE_LABELS: dict[str, str] = {
@@ -202,6 +202,8 @@ def _trl_call(example: Mapping[str, Any], completion: Any) -> dict[str, Any]:
         kwargs["completion_ids"] = [list(example[COMPLETION_IDS_KEY])]
     if ENV_REWARDS_KEY in example:
         kwargs["env_rewards"] = [list(example[ENV_REWARDS_KEY])]
+    if TOOL_CALLS_KEY in example:
+        kwargs["tool_calls"] = [list(example[TOOL_CALLS_KEY])]
     return kwargs
 
 
@@ -232,7 +234,8 @@ def _verifiers_call(example: Mapping[str, Any], completion: Any) -> dict[str, An
         # verifiers' state of a finished single-turn rollout, as far as the lab knows it
         "state": {"prompt": columns.get("prompt"), "completion": completion,
                   "answer": columns.get("answer", ""), "info": columns.get("info") or {},
-                  **({"env_rewards": list(example[ENV_REWARDS_KEY])} if ENV_REWARDS_KEY in example else {})},
+                  **({"env_rewards": list(example[ENV_REWARDS_KEY])} if ENV_REWARDS_KEY in example else {}),
+                  **({"tool_calls": list(example[TOOL_CALLS_KEY])} if TOOL_CALLS_KEY in example else {})},
     }
     return {**{k: v for k, v in columns.items() if k not in named}, **named}
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from rlab.engine.policy.sampling import PrefixCache
-from rlab.engine.types import Environment, Example, Message, Sample, Sampler, Trajectory, Turn
+from rlab.engine.types import Environment, Example, Message, Sample, Sampler, ToolEnvironment, Trajectory, Turn
 
 
 class InitialStateMismatch(ValueError):
@@ -48,6 +48,7 @@ def run_group(
     temperature: float,
     invalid_penalty: float = 0.0,
     system_prompt: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> list[Trajectory]:
     """Play a group: ``n`` episodes of ``example``, all from the same initial state.
 
@@ -68,6 +69,8 @@ def run_group(
         temperature: sampling temperature (0: greedy, if the policy allows).
         invalid_penalty: >= 0, subtracted from the reward of an invalid turn.
         system_prompt: if given, the first message of every episode.
+        tools: the JSON schemas of the tools the environment runs (a tool
+            task), rendered into every turn's prompt (``Sampler.render``).
 
     Returns:
         ``n`` :class:`Trajectory` objects, in order.
@@ -80,7 +83,7 @@ def run_group(
     """
     return run_groups(policy, make_env, [example], n, max_turns=max_turns, max_new_tokens=max_new_tokens,
                       temperature=temperature, invalid_penalty=invalid_penalty,
-                      system_prompt=system_prompt)[0]
+                      system_prompt=system_prompt, tools=tools)[0]
 
 
 def run_groups(
@@ -109,7 +112,7 @@ def run_groups(
     for example, group in zip(examples, groups):
         _check_same_start(example, group)
     _play(policy, envs, episodes, options["max_turns"], options["max_new_tokens"],
-          options["temperature"], options.get("invalid_penalty", 0.0))
+          options["temperature"], options.get("invalid_penalty", 0.0), options.get("tools"))
     return groups
 
 
@@ -133,6 +136,7 @@ def run_episodes(
     temperature: float,
     invalid_penalty: float = 0.0,
     system_prompt: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> list[Trajectory]:
     """Play one episode per example, batching the policy across all of them.
 
@@ -151,7 +155,7 @@ def run_episodes(
         raise ValueError("run_episodes needs at least one example")
     groups = run_groups(policy, make_env, examples, 1, max_turns=max_turns, max_new_tokens=max_new_tokens,
                         temperature=temperature, invalid_penalty=invalid_penalty,
-                        system_prompt=system_prompt)
+                        system_prompt=system_prompt, tools=tools)
     return [group[0] for group in groups]
 
 
@@ -175,7 +179,7 @@ def _start(envs: list[Environment], examples: Sequence[Example], system_prompt: 
 
 def _play(
     policy: Sampler, envs: list[Environment], episodes: list[Trajectory], max_turns: int,
-    max_new_tokens: int, temperature: float, penalty: float,
+    max_new_tokens: int, temperature: float, penalty: float, tools: list[dict[str, Any]] | None = None,
 ) -> None:
     """Turn loop: one batched ``policy.sample`` per turn over the running episodes.
 
@@ -189,7 +193,7 @@ def _play(
         running = [i for i, ep in enumerate(episodes) if not ep.done]
         if not running:
             break
-        prompts = [policy.render(episodes[i].messages) for i in running]
+        prompts = [policy.render(episodes[i].messages, tools) for i in running]
         samples = policy.sample(prompts, max_new_tokens=max_new_tokens, temperature=temperature, cache=cache)
         if len(samples) != len(prompts):
             raise ValueError(f"policy.sample returned {len(samples)} samples for {len(prompts)} prompts")
@@ -205,6 +209,10 @@ def _play_turn(
     """Apply one sampled turn to ``env`` and ``episode``; return the next state key."""
     observation, reward, done, next_key = env.step(sample.text)
     invalid = bool(env.invalid)
+    calls, message = [], {"role": "assistant", "content": sample.text}
+    if isinstance(env, ToolEnvironment):  # the turn as OpenAI writes it: its content and its calls
+        calls, message = list(env.last_calls), env.last_message
+        episode.tools = True
     episode.turns.append(
         Turn(
             prompt_ids=list(prompt),
@@ -216,9 +224,10 @@ def _play_turn(
             observation=list(observation),
             invalid=invalid,
             truncated=sample.truncated,
+            tool_calls=calls,
         )
     )
-    episode.messages.append({"role": "assistant", "content": sample.text})
+    episode.messages.append(message)
     episode.messages.extend(observation)
     episode.done = bool(done)
     return observation_key(observation) if next_key is None else next_key

@@ -9,6 +9,7 @@ call per turn (:mod:`rlab.engine.rollout.episodes`). Both give
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,8 +22,10 @@ from rlab.engine.success import SuccessRule
 from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring import Scorer, scorer_examples
 from rlab.engine.rollout.episodes import run_groups
+from rlab.engine.tools.episode import ToolEpisode
+from rlab.engine.tools.process import ToolProcess
 from rlab.engine.types import Example, Message, Rollouts, Sample, Sampler, Trajectory, Turn
-from rlab.engine.types import MultiStepScenario, Scenario
+from rlab.engine.types import MultiStepScenario, Scenario, ToolScenario
 
 
 def user_messages(example: Example, system_prompt: str | None) -> list[Message]:
@@ -67,6 +70,8 @@ class HeldOut:
     a reader can tell a fall from sampling noise). outcomes: each example's
     id and verdict (True / False, None for no verdict), in order: what pairs
     two runs' evals example by example (``rlab compare --from-step``).
+    tool_use_rate: a tool task's share of greedy episodes that called a tool
+    (nan for other tasks).
     """
 
     pass_at_1: float
@@ -74,14 +79,16 @@ class HeldOut:
     components: dict[str, float]
     num_examples: int
     outcomes: list[tuple[Any, bool | None]] = field(default_factory=list)
+    tool_use_rate: float = math.nan
 
     def metrics(self) -> dict[str, float]:
         """As step metrics: ``eval/pass_at_1``, ``eval/reward``, ``eval/rewards/{name}/mean``
-        (TRL's per-function names under ``eval/``), ``eval/num_examples``; a nan is left out
-        (no verdict)."""
+        (TRL's per-function names under ``eval/``), ``eval/num_examples`` and, for a tool
+        task, ``eval/tools/use_rate`` (share of greedy episodes that called a tool); a nan
+        is left out (no verdict)."""
         values = {"eval/pass_at_1": self.pass_at_1, "eval/reward": self.reward,
                   **{f"eval/rewards/{name}/mean": v for name, v in self.components.items()},
-                  "eval/num_examples": float(self.num_examples)}
+                  "eval/num_examples": float(self.num_examples), "eval/tools/use_rate": self.tool_use_rate}
         return {k: v for k, v in values.items() if not math.isnan(v)}
 
 
@@ -115,11 +122,17 @@ class Rollout:
         sampler: the policy (HF generate) or a vLLM server.
         scenario: the task; a multi-step one (``multi_step``, a
             :class:`~rlab.engine.types.MultiStepScenario`)
-            is played in its environment.
+            is played in its environment, a tool task (a
+            :class:`~rlab.engine.types.ToolScenario`) in the tool loop
+            (``engine.tools``), with its tools unless ``config.tools`` is off.
         config: the run's settings (group size, max_new_tokens per turn,
-            temperature).
+            temperature, the tools' limits).
         tokenizer: the policy's tokenizer, to record where each sampled
             token ends in a single-turn completion (None: not recorded).
+
+    Attributes:
+        tools: the tool process of a tool task that offers its tools, else None;
+            started on first use, stopped by :meth:`close`.
     """
 
     def __init__(self, sampler: Sampler, scenario: Scenario, config: RunConfig,
@@ -128,12 +141,27 @@ class Rollout:
         self.scenario = scenario
         self.config = config
         self.tokenizer = tokenizer
+        self.tools = (ToolProcess(scenario.tools_file, timeout_s=config.tool_timeout_s,
+                                  result_chars=config.tool_result_chars)
+                      if isinstance(scenario, ToolScenario) and config.tools else None)
+
+    def close(self) -> None:
+        """Stop the tool process, if one runs (a later rollout starts it again)."""
+        if self.tools is not None:
+            self.tools.close()
 
     def play(self, examples: list[Example], *, group_size: int | None = None,
              temperature: float | None = None) -> Rollouts:
         """G trajectories per example (defaults: the run's group size and temperature)."""
         g = self.config.group_size if group_size is None else group_size
         temp = self.config.temperature if temperature is None else temperature
+        if isinstance(self.scenario, ToolScenario):
+            tools = self.tools
+            groups = run_groups(self.sampler, lambda _: ToolEpisode(tools), examples, g,
+                                max_turns=self.scenario.max_turns, max_new_tokens=self.config.max_new_tokens,
+                                temperature=temp, system_prompt=self.scenario.system_prompt,
+                                tools=None if tools is None else tools.schemas)
+            return Rollouts(examples, groups, multi_step=True)
         if self.scenario.multi_step and isinstance(self.scenario, MultiStepScenario):
             groups = run_groups(self.sampler, self.scenario.make_env, examples, g,
                                 max_turns=self.scenario.max_turns, max_new_tokens=self.config.max_new_tokens,
@@ -151,5 +179,9 @@ class Rollout:
         """Held-out greedy evaluation: one greedy trajectory per example, scored
         by ``rubric``, solved by ``success`` (for multi-step: solved episodes)."""
         rollouts = self.play(examples, group_size=1, temperature=0.0)
-        return held_out(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()), success,
-                        [example["id"] for example in examples])
+        result = held_out(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()), success,
+                          [example["id"] for example in examples])
+        tooled = [t for t in rollouts.trajectories() if t.tools]
+        if tooled:
+            result = dataclasses.replace(result, tool_use_rate=float(np.mean([bool(t.tool_calls) for t in tooled])))
+        return result

@@ -1,0 +1,155 @@
+"""Tool calls in an assistant's text, and the OpenAI-format messages of a tool turn.
+
+The policy calls a tool by writing, anywhere in its turn, the Hermes / Qwen
+convention (docs/tasks.md, "Tools")::
+
+    <tool_call>
+    {"name": "multiply", "arguments": {"a": 4821, "b": 377}}
+    </tool_call>
+
+One block holds one call (a JSON object) or several (a JSON list of them,
+as SmolLM2 writes them); ``arguments`` may be an object or a JSON string of
+one. A block that does not parse is a malformed call: the policy is told why
+and what to write instead, and the episode goes on. A turn without a block
+is the episode's answer.
+
+The assistant turn is stored as OpenAI writes it: ``content`` is the text
+outside the blocks, ``tool_calls`` the parsed calls (``arguments`` a JSON
+string); each call is answered by a ``tool`` message with its
+``tool_call_id``. :func:`call_text` is the one canonical text of a call,
+which the convention renders back (``engine.tools.render``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlab.engine.types import Message, ToolCall
+from rlab.store.records import TOOL_ERROR_PREFIX
+
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+_BLOCK = re.compile(re.escape(OPEN) + r"(.*?)(?:" + re.escape(CLOSE) + r"|\Z)", re.DOTALL)
+
+#: What the policy is told to write after a malformed call.
+FORMAT_HINT = f'write {OPEN}{{"name": TOOL, "arguments": {{...}}}}{CLOSE}'
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """One call as written: the tool's name and arguments, or why it does not parse.
+
+    name: the tool named ("" when the block did not parse that far).
+    arguments: the arguments object ({} when it did not parse).
+    problem: None for a well-formed call, else why not (for the policy).
+    """
+
+    name: str
+    arguments: dict[str, Any]
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    """An assistant turn split into its text and its calls.
+
+    content: the text outside the ``<tool_call>`` blocks, stripped.
+    calls: the calls in order (well-formed or not); empty for an answer.
+    """
+
+    content: str
+    calls: list[ParsedCall] = field(default_factory=list)
+
+
+def parse_turn(text: str) -> ParsedTurn:
+    """Split an assistant's ``text`` into its content and its tool calls.
+
+    A block left open at the end (generation stopped inside it) is a
+    malformed call, as is one whose JSON does not parse, is not an object
+    (or a list of objects), lacks a string ``name`` or has ``arguments``
+    that are not an object.
+    """
+    calls: list[ParsedCall] = []
+    for match in _BLOCK.finditer(text):
+        closed = match.group(0).endswith(CLOSE)
+        calls.extend(_parse_block(match.group(1)) if closed else
+                     [ParsedCall("", {}, f"the tool call was not closed with {CLOSE}")])
+    return ParsedTurn(_BLOCK.sub("", text).strip(), calls)
+
+
+def _parse_block(body: str) -> list[ParsedCall]:
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as err:
+        return [ParsedCall("", {}, f"the tool call is not valid JSON ({err.msg} at character {err.pos})")]
+    items = value if isinstance(value, list) and value else [value]
+    return [_parse_call(item) for item in items]
+
+
+def _parse_call(item: Any) -> ParsedCall:
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+        return ParsedCall("", {}, 'the tool call has no "name" string')
+    arguments = item.get("arguments", item.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return ParsedCall(item["name"], {}, '"arguments" is a string that is not a JSON object')
+    if not isinstance(arguments, dict):
+        return ParsedCall(item["name"], {}, f'"arguments" must be an object, got {type(arguments).__name__}')
+    return ParsedCall(item["name"], arguments)
+
+
+def call_text(name: str, arguments: dict[str, Any]) -> str:
+    """The canonical text of one call: what the convention renders and the tiny policies write."""
+    return f"{OPEN}\n{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}\n{CLOSE}"
+
+
+def assistant_message(content: str, calls: list[ToolCall]) -> Message:
+    """The turn as an OpenAI assistant message: its content and its well-formed calls
+    (``arguments`` a JSON string); a malformed call has no entry (it has no tool to name)."""
+    message: Message = {"role": "assistant", "content": content}
+    named = [c for c in calls if c.name]
+    if named:
+        message["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                                 for c in named]
+    return message
+
+
+def answer_messages(calls: list[ToolCall]) -> list[Message]:
+    """What the policy sees after its calls: one ``tool`` message per named call (its
+    result, or ``error: ...``), and one ``user`` message per malformed call (it named no
+    tool a ``tool`` message could answer)."""
+    out: list[Message] = []
+    for call in calls:
+        text = f"{TOOL_ERROR_PREFIX}{call.error}" if call.error is not None else call.result
+        if call.name:
+            out.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
+        else:
+            out.append({"role": "user", "content": text})
+    return out
+
+
+def template_messages(messages: list[Message]) -> list[Message]:
+    """``messages`` as chat templates read them: tool-call ``arguments`` as objects, not JSON strings
+    (transformers' convention; OpenAI's is the string the run file keeps)."""
+    out = []
+    for message in messages:
+        if message.get("tool_calls"):
+            calls = [{**c, "function": {**c["function"], "arguments": _object(c["function"].get("arguments"))}}
+                     for c in message["tool_calls"]]
+            message = {**message, "tool_calls": calls}
+        out.append(message)
+    return out
+
+
+def _object(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+    return arguments
