@@ -17,12 +17,17 @@ from rlab.store.secrets import scrub, scrub_text, secret_env_values
 RESULT_FIELDS = (
     "trajectory_id", "step", "group_id", "example_id", "prompt", "completion", "reward",
     "components", "details", "parse_status", "advantage", "reward_version", "judge_score",
-    "truncated", "completion_tokens", "success", "judge_status", "judge_error",
+    "truncated", "completion_tokens", "success", "judge_status", "judge_error", "messages", "tool_calls",
 )
 _RESULTS_SQL = (
     "SELECT t.id, t.step, t.group_id, g.example_id, g.prompt, t.completion, t.reward, "
     "t.components, t.details, t.parse_status, t.advantage, t.reward_version, t.judge_score, "
-    "t.truncated, t.completion_tokens, t.success, g.judge_status, g.judge_error "
+    "t.truncated, t.completion_tokens, t.success, g.judge_status, g.judge_error, "
+    "CASE WHEN g.initial_state_key IS NOT NULL THEN t.messages END, "
+    "CASE WHEN t.tool_calls IS NOT NULL THEN (SELECT json_group_array(json_object("
+    "'turn', c.turn, 'id', c.call_id, 'name', c.name, 'arguments', json(c.arguments), 'result', c.result, "
+    "'error', c.error, 'seconds', c.seconds)) FROM (SELECT * FROM tool_calls WHERE trajectory_id = t.id "
+    "ORDER BY turn, idx) c) END "
     'FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
     "WHERE t.run_id = ? AND g.superseded = 0 ORDER BY t.id"
 )
@@ -59,6 +64,11 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
     - ``results.jsonl``: one JSON object per trajectory (superseded ones
       left out), in write order, with the keys of ``RESULT_FIELDS`` and
       ``error`` (why scoring failed, with ``reward`` null; else null).
+      ``messages`` is a multi-step episode's whole conversation in OpenAI's
+      format (tool calls as ``tool_calls``, results as role ``tool``), null
+      for a single turn; ``tool_calls`` a tool task's calls
+      (``{"turn", "id", "name", "arguments", "result", "error", "seconds"}``),
+      null where no tools were offered.
       ``judge_status`` and ``judge_error`` are its group's: ``"failed"``
       marks a reward without the judge's share (the verifier's alone),
       ``"ok"`` a judged one, null a group no judge ranked.
@@ -111,8 +121,8 @@ def _write_results(conn: sqlite3.Connection, run_id: int, path: Path,
         while rows := cursor.fetchmany(1000):
             for values in rows:
                 record = dict(zip(RESULT_FIELDS, values))
-                for key in ("components", "details"):
-                    record[key] = json.loads(record[key])
+                for key in ("components", "details", "messages", "tool_calls"):
+                    record[key] = None if record[key] is None else json.loads(record[key])
                 record["truncated"] = bool(record["truncated"])
                 record["error"] = record["details"].get("error")  # beside a reward of null: no verdict
                 out.write(scrub_text(json.dumps(record, ensure_ascii=False), secrets) + "\n")

@@ -16,7 +16,8 @@ runs a kind (train / eval / select) and the summary of an eval or select run;
 version 8 records each judge call's response mode and attempts; version 9
 each turn's environment reward; version 10 each trajectory's success and
 each step's success rate and held-out mean reward; version 11 a fork's
-parent run and fork step.
+parent run and fork step; version 12 tool calls (a trajectory's count, and
+each call: its turn, name, arguments, result or error, seconds).
 
 Units: every ``*_at`` column is Unix time in seconds (REAL); ``*_tokens``
 columns count tokens; ``latency_s`` and ``step_seconds`` are seconds. JSON
@@ -277,5 +278,27 @@ V11 = [
     "CREATE INDEX runs_parent ON runs(parent_id, fork_step)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11]
+V12 = [
+    # Tool tasks (issue 45): each trajectory's number of tool calls (NULL: no tools were
+    # offered), and every call with what came back and how long it took.
+    "ALTER TABLE trajectories ADD COLUMN tool_calls INTEGER",
+    """CREATE TABLE tool_calls (
+        id INTEGER PRIMARY KEY,
+        trajectory_id INTEGER NOT NULL REFERENCES trajectories(id),
+        run_id INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        turn INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        call_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        arguments TEXT NOT NULL DEFAULT '{}',
+        result TEXT NOT NULL DEFAULT '',
+        error TEXT,
+        seconds REAL NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX tool_calls_trajectory ON tool_calls(trajectory_id, turn, idx)",
+    "CREATE INDEX tool_calls_run_step ON tool_calls(run_id, step)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -26,6 +26,7 @@ from rlab.store.rows import (
     RunRow,
     RunSummaryRow,
     StepGroupRow,
+    ToolCallRow,
     fetch_dict,
     fetch_dicts,
 )
@@ -277,7 +278,7 @@ class StoreReader:
             marks = ", ".join("?" for _ in by_id)
             for row in fetch_dicts(conn.execute(
                     "SELECT id, group_id, idx, reward, advantage, parse_status, "
-                    "completion_tokens, truncated, judge_score, judge_rank, success FROM trajectories "
+                    "completion_tokens, truncated, judge_score, judge_rank, success, tool_calls FROM trajectories "
                     f"WHERE group_id IN ({marks}) ORDER BY group_id, idx", list(by_id))):
                 by_id[row.pop("group_id")]["trajectories"].append(row)
         return cast(list[StepGroupRow], list(by_id.values()))
@@ -295,6 +296,9 @@ class StoreReader:
             group["trajectories"] = fetch_dicts(conn.execute(
                 "SELECT * FROM trajectories WHERE group_id = ? ORDER BY idx", [group_id]),
                 _TRAJECTORY_JSON)
+            calls = _calls_by_trajectory(conn, [t["id"] for t in group["trajectories"] if t.get("tool_calls")])
+            for trajectory in group["trajectories"]:
+                trajectory["calls"] = calls.get(trajectory["id"], [])
             group["judge_call"] = fetch_dict(conn.execute(
                 "SELECT latency_s, prompt_tokens, completion_tokens, response_mode, attempts "
                 "FROM judge_calls WHERE group_id = ? ORDER BY id DESC LIMIT 1", [group_id]))
@@ -325,6 +329,8 @@ class StoreReader:
                 return None
             row["turns"] = fetch_dicts(conn.execute(
                 "SELECT * FROM turns WHERE trajectory_id = ? ORDER BY t", [trajectory_id]))
+            row["calls"] = _calls_by_trajectory(conn, [trajectory_id] if row.get("tool_calls") else []).get(
+                trajectory_id, [])
         return cast(InspectedTrajectoryRow, row)
 
     def uses_text_index(self, text: str) -> bool:
@@ -459,6 +465,19 @@ class StoreReader:
         return self._all(
             "SELECT step, AVG(anchor_size > 1) AS share, COUNT(*) AS turns FROM turns "
             "WHERE run_id = ? GROUP BY step ORDER BY step", [run_id])
+
+
+def _calls_by_trajectory(conn: sqlite3.Connection, trajectory_ids: list[int]) -> dict[int, list[ToolCallRow]]:
+    """Each trajectory's tool calls in turn order (``arguments`` decoded); none for an empty list."""
+    if not trajectory_ids:
+        return {}
+    marks = ", ".join("?" for _ in trajectory_ids)
+    out: dict[int, list[ToolCallRow]] = {}
+    for row in fetch_dicts(conn.execute(
+            "SELECT trajectory_id, turn, idx, call_id, name, arguments, result, error, seconds FROM tool_calls "
+            f"WHERE trajectory_id IN ({marks}) ORDER BY trajectory_id, turn, idx", trajectory_ids), ("arguments",)):
+        out.setdefault(row.pop("trajectory_id"), []).append(cast(ToolCallRow, row))
+    return out
 
 
 def resolve_run(reader: StoreReader, run: int | str) -> RunRow:

@@ -83,6 +83,36 @@ class TurnRecord:
     env_reward: float | None = None
 
 
+TOOL_ERROR_PREFIX = "error: "
+"""How a ``tool`` message tells the policy its call failed (``engine.tools.calls``); an
+importer reads a result that starts with it as the call's error."""
+
+
+@dataclass
+class ToolCallRecord:
+    """One tool call of a trajectory, as stored (``tool_calls`` table).
+
+    Attributes:
+        turn: the assistant turn that made it, from 0.
+        index: its place among that turn's calls, from 0.
+        call_id: the id its ``tool`` message answers (``tool_call_id``).
+        name: the tool named ("" for a call that did not parse).
+        arguments: the arguments object as written (JSON-serialisable).
+        result: what the tool returned, as text ("" when it failed).
+        error: None, or what went wrong as the policy was told it.
+        seconds: wall seconds the call ran.
+    """
+
+    turn: int
+    index: int
+    call_id: str
+    name: str
+    arguments: dict
+    result: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+
+
 @dataclass
 class TrajectoryRecord:
     """One rollout of a group, scored, with its advantage.
@@ -110,6 +140,8 @@ class TrajectoryRecord:
             policy, or None (not stored); token_ends: per token, the
             character offset in ``completion`` where its text ends (same
             length). Stored as float16 / uint32 (store/tokens.py).
+        tool_calls: a tool task's calls, every turn's in order (``[]``: it
+            called none); None when no tools were offered.
     """
 
     index: int
@@ -130,6 +162,7 @@ class TrajectoryRecord:
     turns: list[TurnRecord] = field(default_factory=list)
     logprobs: list[float] | None = None
     token_ends: list[int] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] | None = None
 
 
 @dataclass

@@ -149,8 +149,23 @@ class TurnRow(TypedDict):
     env_reward: float | None
 
 
+class ToolCallRow(TypedDict):
+    """A ``tool_calls`` row of a trajectory (``arguments`` decoded)."""
+
+    turn: int
+    idx: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    result: str
+    error: str | None
+    seconds: float
+
+
 class TrajectoryRow(TypedDict):
-    """A full ``trajectories`` row (messages, components, details decoded)."""
+    """A full ``trajectories`` row (messages, components, details decoded); ``tool_calls``
+    counts its calls (None: no tools offered), ``calls`` lists them (``StoreReader.group``
+    and ``StoreReader.trajectory`` fill it in)."""
 
     id: int
     group_id: int
@@ -172,6 +187,8 @@ class TrajectoryRow(TypedDict):
     judge_explanation: str | None
     truncated: int
     success: int | None
+    tool_calls: int | None
+    calls: list[ToolCallRow]
 
 
 class InspectedTrajectoryRow(TrajectoryRow):
@@ -198,6 +215,7 @@ class TrajectorySummary(TypedDict):
     judge_score: float | None
     judge_rank: int | None
     success: int | None
+    tool_calls: int | None
 
 
 class _GroupColumns(TypedDict):

@@ -20,16 +20,36 @@ thing whichever way a run got into the file. Names and formulas follow TRL's
   limit (``truncated``), and ``completions/mean_terminated_length``: mean
   length (tokens) of the others (0 when every completion was clipped);
 - ``num_tokens``: prompt + completion tokens of the step.
+
+A step of a tool task (its trajectories carry ``tool_calls``) also gets
+(:func:`tool_stats`; TRL logs the first two as ``tools/call_frequency`` and
+``tools/failure_frequency``):
+
+- ``tools/calls_mean``: tool calls per trajectory;
+- ``tools/error_share``: failed calls / calls (absent when no call was made);
+- ``tools/use_rate``: share of trajectories that called a tool at all;
+- ``tools/loop_share``: share of trajectories cut at the turn limit while
+  still calling (a loop of calls, never an answer);
+- ``tools/{name}/calls``: calls to that tool per trajectory (names the policy
+  wrote: the :data:`MAX_TOOL_NAMES` most called that are identifiers, so
+  hallucinated names cannot flood the metrics);
+- ``turns/mean``: assistant turns per trajectory.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from rlab.store.records import GroupRecord
+
+#: Tool names that get a ``tools/{name}/calls`` metric: identifiers, and at most this many a step.
+TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+MAX_TOOL_NAMES = 16
 
 #: The ``scale`` of :func:`grpo_advantages`: GRPO's std, or none (Dr. GRPO).
 SCALES = ("std", "none")
@@ -186,6 +206,7 @@ def step_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
         **success_stats(groups),
         **component_stats(groups),
         **length_stats(groups),
+        **tool_stats(groups),
     }
 
 
@@ -194,3 +215,26 @@ def success_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
     the run's declared success function, over those with a verdict; ``{}`` when none has one."""
     verdicts = [t.success for g in groups for t in g.trajectories if t.success is not None]
     return {"success_rate": float(np.mean(verdicts))} if verdicts else {}
+
+
+def tool_stats(groups: Sequence[GroupRecord]) -> dict[str, float]:
+    """The ``tools/*`` and ``turns/mean`` metrics of the module doc over a step's tool
+    trajectories (those with ``tool_calls`` not None); ``{}`` when there are none."""
+    trajectories = [t for g in groups for t in g.trajectories if t.tool_calls is not None]
+    if not trajectories:
+        return {}
+    calls = [c for t in trajectories for c in t.tool_calls or []]
+    turns = [sum(m.get("role") == "assistant" for m in t.messages) for t in trajectories]
+    looped = [t.truncated and any(c.turn == n - 1 for c in t.tool_calls or []) for t, n in zip(trajectories, turns)]
+    out = {
+        "tools/calls_mean": len(calls) / len(trajectories),
+        "tools/use_rate": float(np.mean([bool(t.tool_calls) for t in trajectories])),
+        "tools/loop_share": float(np.mean(looped)),
+        "turns/mean": float(np.mean(turns)),
+    }
+    if calls:
+        out["tools/error_share"] = sum(c.error is not None for c in calls) / len(calls)
+    named = Counter(c.name for c in calls if TOOL_NAME.fullmatch(c.name))
+    for name, count in named.most_common(MAX_TOOL_NAMES):
+        out[f"tools/{name}/calls"] = count / len(trajectories)
+    return out

@@ -37,11 +37,15 @@ _INSERT_TRAJECTORY = (
     "INSERT INTO trajectories (group_id, run_id, step, idx, messages, completion, "
     "prompt_tokens, completion_tokens, reward, components, details, parse_status, advantage, "
     "reward_version, judge_score, judge_rank, judge_explanation, truncated, success, token_ends, "
-    "token_logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "token_logprobs, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_TURN = (
     "INSERT INTO turns (trajectory_id, run_id, step, t, state_key, reward, ret, adv_episode, "
     "adv_step, advantage, anchor_id, anchor_size, env_reward) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_TOOL_CALL = (
+    "INSERT INTO tool_calls (trajectory_id, run_id, step, turn, idx, call_id, name, arguments, result, error, "
+    "seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _STEP_COLUMNS = list(STEP_METRIC_COLUMNS.values())
 # Upsert that merges: a step written twice (train metrics, then eval metrics)
@@ -312,7 +316,7 @@ class StoreWriter:
             None if group.example is None else _json(group.example, "example", secrets),
         ))
         rows = [self._trajectory_row(run_id, step, group_id, t, secrets) for t in group.trajectories]
-        if not any(t.turns for t in group.trajectories):
+        if not any(t.turns or t.tool_calls for t in group.trajectories):
             conn.executemany(_INSERT_TRAJECTORY, rows)
             return group_id
         for trajectory, row in zip(group.trajectories, rows):
@@ -323,6 +327,13 @@ class StoreWriter:
                      turn.reward, turn.ret, turn.adv_episode, turn.adv_step, turn.advantage,
                      turn.anchor_id, turn.anchor_size, turn.env_reward)
                     for turn in trajectory.turns
+                ])
+            if trajectory.tool_calls:
+                conn.executemany(_INSERT_TOOL_CALL, [
+                    (trajectory_id, run_id, step, call.turn, call.index, call.call_id, _text(call.name, secrets),
+                     _json(call.arguments, "tool call arguments", secrets), _text(call.result, secrets),
+                     _error(call.error, secrets), call.seconds)
+                    for call in trajectory.tool_calls
                 ])
         return group_id
 
@@ -337,6 +348,7 @@ class StoreWriter:
             t.judge_score, t.judge_rank, _text(t.judge_explanation, secrets), int(t.truncated),
             None if t.success is None else int(t.success),
             *(pack(t.token_ends, t.logprobs) if t.logprobs is not None else (None, None)),
+            None if t.tool_calls is None else len(t.tool_calls),
         )
 
     @_noop_when_disabled(list)

@@ -22,7 +22,7 @@ from rlab.engine.rollout.play import prompt_text
 from rlab.engine.train.advantages import RolloutAdvantages
 from rlab.engine.train.gigpo import GiGPOResult
 from rlab.engine.types import Rollouts, TrainSample, Trajectory
-from rlab.store.records import GroupRecord, TrajectoryRecord, TurnRecord
+from rlab.store.records import GroupRecord, ToolCallRecord, TrajectoryRecord, TurnRecord
 
 
 @dataclass
@@ -156,7 +156,15 @@ def _trajectory_record(index: int, trajectory: Trajectory, scored: Scored, advan
         completion_tokens=trajectory.completion_tokens, reward_version=version, truncated=trajectory.truncated,
         turns=[] if gigpo is None else _turn_records(trajectory, gigpo, advantages.per_turn[k],
                                                      scored.turn_rewards[k], k),
+        tool_calls=tool_call_records(trajectory) if trajectory.tools else None,
         **_token_fields(trajectory))
+
+
+def tool_call_records(trajectory: Trajectory) -> list[ToolCallRecord]:
+    """A tool episode's calls as the store keeps them, turn by turn."""
+    return [ToolCallRecord(turn=t, index=k, call_id=c.id, name=c.name, arguments=c.arguments, result=c.result,
+                           error=c.error, seconds=c.seconds)
+            for t, turn in enumerate(trajectory.turns) for k, c in enumerate(turn.tool_calls)]
 
 
 def _token_fields(trajectory: Trajectory) -> dict:

@@ -235,9 +235,11 @@ def write(run: Mapping[str, Any], steps: list[ImportedStep], out_dir: Path) -> d
     """Write ``steps`` as ART's legacy layout: ``trajectories/train/{step:04d}.jsonl``,
     one TrajectoryGroup per line. Components go to ``metrics``; a judge
     score to ``metrics["ruler_score"]`` with its explanation logged as RULER
-    does. Returns ``{"trajectories": folder}``."""
+    does; a tool task's schemas go to ``tools``, its calls and results stay in the
+    messages. Returns ``{"trajectories": folder}``."""
     folder = out_dir / "trajectories" / "train"
     folder.mkdir(parents=True, exist_ok=True)
+    tools = ((run.get("manifest") or {}).get("tools") or {}).get("schemas")
     for step in steps:
         with (folder / f"{step.step:04d}.jsonl").open("w", encoding="utf-8") as out:
             for group in step.groups:
@@ -252,7 +254,7 @@ def write(run: Mapping[str, Any], steps: list[ImportedStep], out_dir: Path) -> d
                     trajectories.append({
                         "messages_and_choices": [_art_item(m) for m in t.messages],
                         "reward": t.reward, "metrics": metrics, "logs": logs,
-                        "metadata": {"example_id": group.example_id}, "tools": None,
+                        "metadata": {"example_id": group.example_id}, "tools": tools or None,
                         "additional_histories": []})
                 out.write(json.dumps({"trajectories": trajectories}, ensure_ascii=False) + "\n")
     return {"trajectories": folder}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlab.store.records import GroupRecord, TrajectoryRecord
+from rlab.store.records import TOOL_ERROR_PREFIX, GroupRecord, ToolCallRecord, TrajectoryRecord
 from rlab.store.stepstats import grpo_advantages
 
 
@@ -177,6 +177,57 @@ def last_assistant_text(messages: Sequence[dict]) -> str:
         if message.get("role") == "assistant":
             return text_of(message.get("content"))
     return ""
+
+
+def tool_calls_of(messages: Sequence[dict]) -> list[ToolCallRecord] | None:
+    """The tool calls of an OpenAI-format conversation (assistant ``tool_calls``, each
+    answered by a ``tool`` message), turn by turn; None when it has neither calls nor
+    tool messages (no tools were in play). A tool message answers the call with its
+    ``tool_call_id``, or (TRL writes no ids) the call in the same place among the
+    turn's calls. A result that starts with ``error: `` is the call's error; a call
+    without an answer has result ''. Arguments written as JSON text are decoded (kept
+    as ``{"raw": text}`` when not JSON)."""
+    if not any(m.get("tool_calls") or m.get("role") == "tool" for m in messages):
+        return None
+    records: list[ToolCallRecord] = []
+    turn = 0
+    for i, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls") or []
+        answers = _following_tools(messages, i + 1)
+        by_id = {str(m.get("tool_call_id")): m for m in answers if m.get("tool_call_id") is not None}
+        for k, call in enumerate(calls):
+            function = call.get("function") or {}
+            found = by_id.get(str(call.get("id"))) if call.get("id") is not None else None
+            answer = text_of((found or (answers[k] if k < len(answers) and not by_id else {})).get("content"))
+            failed = answer.startswith(TOOL_ERROR_PREFIX)
+            records.append(ToolCallRecord(
+                turn=turn, index=k, call_id=str(call.get("id") or f"call_{turn}_{k}"),
+                name=str(function.get("name") or ""), arguments=_arguments(function.get("arguments")),
+                result="" if failed else answer, error=answer[len(TOOL_ERROR_PREFIX):] if failed else None))
+        turn += 1
+    return records
+
+
+def _following_tools(messages: Sequence[dict], start: int) -> list[dict]:
+    """The ``tool`` messages right after position ``start`` (a turn's answers)."""
+    out = []
+    for message in messages[start:]:
+        if message.get("role") != "tool":
+            break
+        out.append(message)
+    return out
+
+
+def _arguments(raw: Any) -> dict:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        return {"raw": raw}
+    return value if isinstance(value, dict) else {"raw": raw}
 
 
 def group_runs(rows: Sequence[Any], key: Callable[[Any], Any]) -> list[list[Any]]:

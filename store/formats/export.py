@@ -15,7 +15,7 @@ from typing import Any
 from rlab.store.formats import art, trl, verifiers
 from rlab.store.formats.base import ImportedStep
 from rlab.store.reader import StoreReader, resolve_run
-from rlab.store.records import GroupRecord, TrajectoryRecord
+from rlab.store.records import GroupRecord, ToolCallRecord, TrajectoryRecord
 
 Writer = Callable[[Mapping[str, Any], list[ImportedStep], Path], dict[str, Path]]
 EXPORT_FORMATS: dict[str, Writer] = {
@@ -33,7 +33,11 @@ def _trajectory(row: Mapping[str, Any]) -> TrajectoryRecord:
         advantage=row["advantage"], prompt_tokens=row["prompt_tokens"],
         completion_tokens=row["completion_tokens"], reward_version=row["reward_version"],
         judge_score=row["judge_score"], judge_rank=row["judge_rank"],
-        judge_explanation=row["judge_explanation"], truncated=bool(row["truncated"]))
+        judge_explanation=row["judge_explanation"], truncated=bool(row["truncated"]),
+        tool_calls=None if row.get("tool_calls") is None else [
+            ToolCallRecord(turn=c["turn"], index=c["idx"], call_id=c["call_id"], name=c["name"],
+                           arguments=c["arguments"], result=c["result"], error=c["error"], seconds=c["seconds"])
+            for c in row.get("calls") or []])
 
 
 def stored_steps(reader: StoreReader, run_id: int) -> list[ImportedStep]:

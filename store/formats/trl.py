@@ -45,6 +45,7 @@ from rlab.store.formats.base import (
     prompt_text,
     read_json,
     read_table,
+    tool_calls_of,
 )
 from rlab.store.records import GroupRecord, TrajectoryRecord
 
@@ -167,9 +168,10 @@ def _trajectory(path: Path, position: int, number_and_row: tuple[int, dict],
     components = {name: number(row[name], path, f"{where}, column {name!r}") for name in names}
     finite = {k: v for k, v in components.items() if math.isfinite(v)}
     advantage = row.get("advantage")
+    messages = prompt_messages + completion_messages
     return TrajectoryRecord(
         index=position,
-        messages=prompt_messages + completion_messages,
+        messages=messages,
         completion=completion,
         reward=(finite_or_zero(number(row["reward"], path, f"{where}, column 'reward'"))
                 if "reward" in row else finite_or_zero(sum(finite.values()))),
@@ -177,6 +179,7 @@ def _trajectory(path: Path, position: int, number_and_row: tuple[int, dict],
         details={k: v for k, v in row.items()
                  if k not in FIXED_COLUMNS and k not in names and v is not None},
         advantage=finite_or_zero(number(advantage, path, f"{where}, column 'advantage'")),
+        tool_calls=tool_calls_of(messages),  # GRPOTrainer(tools=...): the calls in its multi-turn completions
     )
 
 

@@ -152,10 +152,13 @@ def write(run: Mapping[str, Any], steps: list[ImportedStep], out_dir: Path) -> d
     ``metadata.json``). Every group becomes one ``example_id`` (numbered
     through the run; the stored example id and step go to ``info``); the
     conversation splits at its first assistant message into ``prompt`` and
-    ``completion``. Returns ``{"results": path, "metadata": path}``."""
+    ``completion`` (a tool episode's calls and results stay in it as OpenAI
+    messages; the run's tool schemas go to ``tool_defs``). Returns
+    ``{"results": path, "metadata": path}``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results = out_dir / RESULTS
     rewards: list[float] = []
+    tools = ((run.get("manifest") or {}).get("tools") or {}).get("schemas")
     groups = [(s.step, g) for s in steps for g in s.groups]
     with results.open("w", encoding="utf-8") as out:
         for example_id, (step, group) in enumerate(groups):
@@ -172,7 +175,8 @@ def write(run: Mapping[str, Any], steps: list[ImportedStep], out_dir: Path) -> d
                     "reward": t.reward, "metrics": t.components, "is_completed": True,
                     "is_truncated": t.truncated,
                     "token_usage": {"input_tokens": t.prompt_tokens,
-                                    "output_tokens": t.completion_tokens}, **error},
+                                    "output_tokens": t.completion_tokens},
+                    **({"tool_defs": tools} if tools else {}), **error},
                     ensure_ascii=False) + "\n")
     metadata = out_dir / METADATA
     metadata.write_text(json.dumps({

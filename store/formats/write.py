@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlab.store.db import write_transaction
-from rlab.store.formats.base import ImportedRun, ImportedStep
+from rlab.store.formats.base import ImportedRun, ImportedStep, tool_calls_of
 from rlab.store.stepstats import step_stats
 from rlab.store.writer import StoreWriter
 
@@ -36,12 +36,16 @@ def free_name(writer: StoreWriter, wanted: str) -> str:
 def append_steps(writer: StoreWriter, run_id: int, steps: list[ImportedStep]) -> None:
     """Write ``steps`` (groups, then metrics) into run ``run_id``.
 
-    A step's metrics are those computed from its groups
+    A trajectory's tool calls, when the tool did not give them, are read from its
+    OpenAI-format messages (:func:`rlab.store.formats.base.tool_calls_of`). A
+    step's metrics are those computed from its groups
     (:func:`rlab.store.stepstats.step_stats`) overlaid by the ones the tool
     logged itself, so a logged value always wins. Call inside a transaction
     (``write_transaction(writer.database)``) to make the whole append atomic.
     """
     for step in steps:
+        for trajectory in (t for g in step.groups for t in g.trajectories if t.tool_calls is None):
+            trajectory.tool_calls = tool_calls_of(trajectory.messages)
         writer.write_groups(run_id, step.step, step.groups)
         writer.write_step(run_id, step.step, {**step_stats(step.groups), **step.metrics})
 
