@@ -21,12 +21,20 @@ The alerts ("watch your rollouts, don't blindly trust the reward function"):
   twice the standard error of a difference of two pass@1 on
   ``eval/num_examples`` examples, so a small eval's noise is not a fall), or for several
   steps most groups' completions are identical (or the policy's entropy is
-  near 0) while the success rate is well below its best: the policy stopped
-  exploring while failing (a learning rate that destroys the model).
+  near 0) while the success rate (its mean over the last ``window`` steps)
+  is well below its best such mean: the policy stopped exploring while
+  failing (a learning rate that destroys the model).
 - ``no_signal``: almost every group has no reward spread for many steps, so
   GRPO-family advantages are 0 and nothing is being trained.
 - ``hack``: the total reward rises while the success rate (the task's
   declared success function, ``engine.success``) stays flat or falls.
+
+And for agents (a tool task's steps, ``store.stepstats.tool_stats``):
+
+- ``tool_loop``: many episodes call tools until the turn limit and never answer;
+- ``tool_errors``: the share of failed tool calls rises above its early level;
+- ``tool_abandon``: the policy stops calling its tools while the success rate
+  falls (it unlearned the tool, or found an answer the reward takes without it).
 
 Every alert is edge-triggered: it fires on the step where its condition
 becomes true, not again while it stays true, nor until it has been false for
@@ -50,7 +58,7 @@ from rlab.store.records import GroupRecord
 
 #: Every alert kind, in the order the watch checks them.
 ALERT_KINDS = ("reward_jump", "perfect_share", "length_drift", "diversity_drop", "judge_disagreement",
-               "collapse", "no_signal", "hack")
+               "collapse", "no_signal", "hack", "tool_loop", "tool_errors", "tool_abandon")
 
 
 class AlertThresholds(BaseModel):
@@ -89,6 +97,14 @@ class AlertThresholds(BaseModel):
     hack_gap: float = Field(0.15, gt=0, description=(
         "Over the window, the rise of mean reward (divided by the rubric's total weight) minus the rise "
         "of the success rate at which hack fires."))
+    tool_loop_share: float = Field(0.5, gt=0, le=1, description=(
+        "Share of a step's tool episodes cut at the turn limit while still calling that is a loop."))
+    tool_error_rise: float = Field(0.25, gt=0, le=1, description=(
+        "Rise of tools/error_share above its early level (the mean of its first `window` steps)."))
+    tool_drop: float = Field(0.3, gt=0, le=1, description=(
+        "Over the window, the fall of tools/use_rate at which tool_abandon fires, when success falls too."))
+    tool_success_drop: float = Field(0.1, ge=0, le=1, description=(
+        "Over the window, the fall of the success rate that makes a fall in tool use a tool_abandon."))
     pause_on: list[str] = Field(["collapse"], description="Alert kinds that pause the run (the others only warn).")
 
     @field_validator("pause_on", mode="before")
@@ -111,7 +127,10 @@ class GroupStats:
     ``completions`` the trajectories' final texts, ``judge_scores`` the
     judge's scores in [0, 1] (None where the group was not judged),
     ``successes`` the declared success verdicts (``engine.success``; None:
-    no verdict, e.g. an errored score; empty: not known).
+    no verdict, e.g. an errored score; empty: not known), ``tool_calls``
+    each trajectory's tool calls and ``tool_errors`` its failed ones (empty:
+    not a tool task), ``looped`` whether it was cut at the turn limit while
+    still calling.
     """
 
     step: int
@@ -120,14 +139,20 @@ class GroupStats:
     completions: list[str]
     judge_scores: list[float | None] = field(default_factory=list)
     successes: list[bool | None] = field(default_factory=list)
+    tool_calls: list[int] = field(default_factory=list)
+    tool_errors: list[int] = field(default_factory=list)
+    looped: list[bool] = field(default_factory=list)
 
     @classmethod
     def of_record(cls, step: int, group_id: int, group: GroupRecord) -> GroupStats:
         """The watch's view of a group the engine just stored as ``group_id``."""
+        trajs = group.trajectories
+        calls = [t.tool_calls for t in trajs if t.tool_calls is not None]
         # an errored trajectory (no reward) counts as 0 here; the run pauses on reward errors anyway
-        return cls(step, group_id, [t.reward if t.reward is not None else 0.0 for t in group.trajectories],
-                   [t.completion for t in group.trajectories], [t.judge_score for t in group.trajectories],
-                   [t.success for t in group.trajectories])
+        return cls(step, group_id, [t.reward if t.reward is not None else 0.0 for t in trajs],
+                   [t.completion for t in trajs], [t.judge_score for t in trajs], [t.success for t in trajs],
+                   [len(c) for c in calls], [sum(x.error is not None for x in c) for c in calls],
+                   [t.truncated and bool(c) for t, c in zip(trajs, calls)])
 
     @property
     def identical(self) -> bool:
@@ -241,8 +266,11 @@ class AlertWatch:
         self._best_eval: tuple[float, int] | None = None
         self._eval_fall: Alert | None = None  # the last held-out eval's verdict, held until the next eval
         self._best_success = 0.0
+        self._success: deque[float] = deque(maxlen=self.thresholds.window)
         self._failing_deterministic = 0
         self._no_signal = 0
+        self._early_tool_errors: list[float] = []
+        self._tool_trend: deque[tuple[float, float]] = deque(maxlen=self.thresholds.window)
         self._active: set[str] = set()
         self._quiet: dict[str, int] = {}
         self.last_step: int | None = None
@@ -256,6 +284,8 @@ class AlertWatch:
         self.thresholds = thresholds
         self._rewards = deque(self._rewards, maxlen=thresholds.window)
         self._trend = deque(self._trend, maxlen=thresholds.window)
+        self._tool_trend = deque(self._tool_trend, maxlen=thresholds.window)
+        self._success = deque(self._success, maxlen=thresholds.window)
 
     def observe(self, step: int, metrics: dict, groups: list[GroupStats]) -> list[Alert]:
         """Check one step; return the alerts that start at this step.
@@ -275,6 +305,9 @@ class AlertWatch:
             self._collapse(step, metrics, groups),
             self._no_signal_alert(step, metrics.get("frac_reward_zero_std")),
             self._hack(step, metrics.get("reward"), metrics.get("success_rate")),
+            self._tool_loop(step, metrics.get("tools/loop_share"), groups),
+            self._tool_errors(step, metrics.get("tools/error_share"), groups),
+            self._tool_abandon(step, metrics.get("tools/use_rate"), metrics.get("success_rate")),
         ]
         fired = []
         for kind, alert in found:
@@ -393,6 +426,12 @@ class AlertWatch:
         deterministic = (bool(groups) and (len(identical) >= th.collapse_share * len(groups)
                                            or mode_count >= th.collapse_share * len(texts))
                          or (entropy is not None and entropy <= th.collapse_entropy))
+        # The success rate over the window's last steps, not one step's: a step of P groups is a
+        # noisy sample (16 groups of a tool task swung 0.33-0.77 around 0.55), and a best taken
+        # from one lucky step made a healthy run "fall" by 0.2.
+        if success is not None:
+            self._success.append(success)
+            success = fmean(self._success)
         failing = success is not None and success <= self._best_success - th.collapse_drop
         self._failing_deterministic = self._failing_deterministic + 1 if deterministic and failing else 0
         if success is not None:
@@ -402,7 +441,8 @@ class AlertWatch:
         return kind, Alert(kind, step, f"for {self._failing_deterministic} steps the policy has been near "
                            f"deterministic ({len(identical)}/{len(groups)} groups one identical completion, "
                            f"{mode_count}/{len(texts)} completions {mode[:40]!r}, entropy {_shown(entropy)}) while "
-                           f"the success rate fell to {success:.2f} from {self._best_success:.2f}",
+                           f"the success rate (mean of the last {len(self._success)} steps) fell to {success:.2f} "
+                           f"from {self._best_success:.2f}",
                            tuple(identical[:5]), success)
 
     def _no_signal_alert(self, step: int, zero_std: float | None) -> tuple[str, Alert | None]:
@@ -434,6 +474,56 @@ class AlertWatch:
         return kind, Alert(kind, step, f"mean reward rose {reward_rise:+.2f} over {len(self._trend)} steps while the "
                            f"success rate moved {success_rise:+.2f}: the policy is paid for something that does "
                            "not solve the task", value=reward_rise / self.reward_scale - success_rise)
+
+
+    def _tool_loop(self, step: int, share: float | None, groups: list[GroupStats]) -> tuple[str, Alert | None]:
+        """Many episodes called tools until the turn limit, never answering."""
+        kind, th = "tool_loop", self.thresholds
+        share = _finite(share)
+        if share is None or share < th.tool_loop_share:
+            return kind, None
+        looping = {g.group_id: sum(g.looped) for g in groups if any(g.looped)}
+        ids = tuple(sorted(looping, key=looping.__getitem__, reverse=True)[:5])
+        return kind, Alert(kind, step, f"{share:.0%} of episodes called tools until the turn limit without "
+                           "answering: a loop of calls (a reward that pays per call, or a tool whose answer "
+                           "never settles the question)", ids, share)
+
+    def _tool_errors(self, step: int, share: float | None, groups: list[GroupStats]) -> tuple[str, Alert | None]:
+        """The share of failed tool calls rose above its early level."""
+        kind, th = "tool_errors", self.thresholds
+        share = _finite(share)
+        if share is None:
+            return kind, None
+        if len(self._early_tool_errors) < th.window:
+            self._early_tool_errors.append(share)
+            return kind, None
+        base = fmean(self._early_tool_errors)
+        if share - base < th.tool_error_rise:
+            return kind, None
+        failing = {g.group_id: sum(g.tool_errors) for g in groups if any(g.tool_errors)}
+        ids = tuple(sorted(failing, key=failing.__getitem__, reverse=True)[:5])
+        return kind, Alert(kind, step, f"the share of failed tool calls rose {base:.0%} -> {share:.0%}: calls "
+                           "malformed, to unknown tools, with bad arguments, or tools failing (open the groups "
+                           "to read the errors)", ids, share)
+
+    def _tool_abandon(self, step: int, use: float | None, success: float | None) -> tuple[str, Alert | None]:
+        """Over the window, tool use fell while the success rate fell too."""
+        kind, th = "tool_abandon", self.thresholds
+        use, success = _finite(use), _finite(success)
+        if use is None or success is None:
+            return kind, None
+        self._tool_trend.append((use, success))
+        if len(self._tool_trend) < self._tool_trend.maxlen:  # type: ignore[operator]
+            return kind, None
+        half = len(self._tool_trend) // 2
+        early, late = list(self._tool_trend)[:half], list(self._tool_trend)[-half:]
+        use_fall = fmean(u for u, _ in early) - fmean(u for u, _ in late)
+        success_fall = fmean(s for _, s in early) - fmean(s for _, s in late)
+        if use_fall < th.tool_drop or success_fall < th.tool_success_drop:
+            return kind, None
+        return kind, Alert(kind, step, f"over {len(self._tool_trend)} steps the policy stopped calling its tools "
+                           f"(its use rate fell {use_fall:.2f}) while the success rate fell {success_fall:.2f}: it is "
+                           "answering without them", value=use_fall)
 
 
 def _finite(value: Any) -> float | None:

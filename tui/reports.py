@@ -106,6 +106,9 @@ def branches_report(result: dict[str, Any]) -> Group:
         parts.append(Text("NOT COMPARABLE: " + "; ".join(
             f"{d['field']}: {json.dumps(d['a'])} vs {json.dumps(d['b'])}" for d in result["differences"]),
             style="bold red"))
+    for diff in result.get("treatments") or []:
+        parts.append(Text(f"treatment: {diff['field']}: A {json.dumps(diff['a'])}, B {json.dumps(diff['b'])}",
+                          style="bold"))
     if not result["steps"]:
         parts.append(Text(result["reason"] or "no matched steps", style="yellow"))
         return Group(*parts)

@@ -29,6 +29,9 @@ from rlab.store.rows import RunRow
 
 #: What two branches' held-out evals must share to be compared.
 HELD_OUT_FIELDS = ("eval_split", "prompt", "success", "held_out")
+#: What two branches may differ in and the comparison names: the treatment (the
+#: tools offered, ``--no-tools``; the model), beside the reward and settings a fork changes.
+TREATMENT_FIELDS = ("tools", "model")
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ class BranchComparison:
     """Two branches at matched steps after ``from_step`` (see the module doc).
 
     differences: held-out room fields that differ (empty: comparable).
-    steps: the matched steps, in order. pooled_*: each example's pass rate
+    treatments: the treatment fields that differ (:data:`TREATMENT_FIELDS`: what
+    was tested, named beside the numbers). steps: the matched steps, in order. pooled_*: each example's pass rate
     over the matched steps, averaged; interval: the 95 % paired bootstrap
     interval of their difference. reason: why there are no numbers.
     """
@@ -60,6 +64,7 @@ class BranchComparison:
     run_b: dict[str, Any]
     from_step: int
     differences: list[FieldDifference]
+    treatments: list[FieldDifference] = field(default_factory=list)
     steps: list[MatchedStep] = field(default_factory=list)
     pooled_a: float | None = None
     pooled_b: float | None = None
@@ -84,6 +89,13 @@ def held_out_room(run: RunRow) -> dict[str, Any]:
             "held_out": {"eval_size": config.get("eval_size"), "max_new_tokens": config.get("max_new_tokens")}}
 
 
+def treatments(a: RunRow, b: RunRow) -> list[FieldDifference]:
+    """The :data:`TREATMENT_FIELDS` leaves that differ between two runs' manifests (tool
+    schemas and weight hashes left out: the names and paths say what differs)."""
+    return [d for d in locked_room(a["manifest"] or {}, b["manifest"] or {}, TREATMENT_FIELDS)
+            if not d.field.endswith(("schemas", "schemas_sha256", "weights_sha256"))]
+
+
 def fork_step(a: RunRow, b: RunRow) -> int | None:
     """The step one run forked from the other at, or None when neither is the other's fork."""
     for parent, child in ((a, b), (b, a)):
@@ -106,7 +118,8 @@ def compare_branches(reader: StoreReader, run_a: str | int, run_b: str | int, fr
         raise ValueError(f"{row_a['name']!r} and {row_b['name']!r} are not a fork and its parent: pass "
                          "--from-step N, the step after which to match their held-out evals")
     result = BranchComparison({"id": row_a["id"], "name": row_a["name"]}, {"id": row_b["id"], "name": row_b["name"]},
-                              start, locked_room(held_out_room(row_a), held_out_room(row_b), HELD_OUT_FIELDS))
+                              start, locked_room(held_out_room(row_a), held_out_room(row_b), HELD_OUT_FIELDS),
+                              treatments=treatments(row_a, row_b))
     if result.differences and not force:
         result.reason = "the branches' held-out evals are not in one room; --force shows the numbers anyway"
         return result
