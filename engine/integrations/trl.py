@@ -337,6 +337,9 @@ class RlabCallback(TrainerCallback):
         metrics = self._trl_metrics()
         imported = rows_to_step(Path(args.output_dir), step, columns, rows, {step: metrics})
         groups = split_groups(imported.groups, getattr(self.trainer, "num_generations", None))
+        if getattr(self.trainer, "tools", None):  # GRPOTrainer(tools=...): a completion without a call made none
+            for trajectory in (t for g in groups for t in g.trajectories):
+                trajectory.tool_calls = trajectory.tool_calls or []
         errors = self._annotate(groups, generation)
         if self.rewards is not None:
             metrics["reward_version"] = float(self.rewards.version.number)
