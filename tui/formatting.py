@@ -7,6 +7,8 @@ everywhere.
 
 from __future__ import annotations
 
+import json
+
 
 def clip(text: str | None, width: int) -> str:
     """One line of at most ``width`` characters (newlines shown as ⏎, a cut
@@ -42,3 +44,15 @@ def run_tree(runs: list[dict]) -> list[tuple[dict, int]]:
 def tree_name(run: dict, depth: int) -> str:
     """A run's name as the tree shows it: a fork indented under its parent, with its fork step."""
     return ("  " * (depth - 1) + f"└ @{run['fork_step']} " if depth else "") + run["name"]
+
+
+def call_line(name: str, arguments: object) -> str:
+    """A tool call as one line: ``multiply(a=482, b=377)`` (arguments as written; JSON text decoded)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return f"{name}({arguments})"
+    if isinstance(arguments, dict):
+        return f"{name}({', '.join(f'{k}={json.dumps(v, ensure_ascii=False)}' for k, v in arguments.items())})"
+    return f"{name}({arguments!r})"

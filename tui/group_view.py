@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
-from rlab.tui.formatting import clip, fmt
+from rlab.tui.formatting import call_line, clip, fmt
 from rlab.tui.view import NavScreen, View
 
 SORTS = ("index", "reward", "judge rank")
@@ -80,11 +80,21 @@ def column_text(traj: dict, selected: bool) -> RichGroup:
     if status:
         lines.append(Text(f"parse: {status}" + (" · truncated" if traj.get("truncated") else ""),
                           style="dim"))
+    calls = traj.get("calls") or []
+    if traj.get("tool_calls") is not None:
+        lines.append(Text(f"calls: {len(calls)}", style="bold magenta"))
+        for call in calls:
+            shown = f"✗ {clip(call['error'], 40)}" if call.get("error") is not None else f"→ {clip(call['result'], 24)}"
+            lines.append(Text(f" t{call['turn']} {clip(call_line(call['name'], call['arguments']), 30)} {shown}",
+                              style="red" if call.get("error") is not None else "magenta"))
     lines.append(Rule(style="dim"))
     for message in last_turns(traj):
         role = message.get("role", "?")
+        said = [str(message.get("content") or "")] + [
+            f"→ {call_line(c['function']['name'], c['function'].get('arguments'))}"
+            for c in message.get("tool_calls") or [] if isinstance(c.get("function"), dict)]
         lines.append(Text(f"{role}: ", style="bold cyan" if role == "assistant" else "bold")
-                     + Text(str(message.get("content") or "")))
+                     + Text(" ".join(part for part in said if part)))
     if traj.get("judge_explanation"):
         lines.append(Rule("judge", style="dim"))
         lines.append(Text(traj["judge_explanation"], style="italic"))

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
 from rlab.store.tokens import unpack
-from rlab.tui.formatting import fmt
+from rlab.tui.formatting import call_line, fmt
 from rlab.tui.view import NavScreen, View
 
 _PIECES = re.compile(r"\s+|[^\s]+")
@@ -80,16 +80,24 @@ def shaded_tokens(traj: dict, by_logprob: bool) -> Text:
 
 
 def conversation(traj: dict) -> RichGroup:
-    """The conversation message by message; each assistant message of a
-    multi-step episode carries its turn's r_t, R_t, A^E, A^S and A."""
+    """The conversation message by message, turn by turn: each assistant message of a
+    multi-step episode is a numbered turn (with its r_t, R_t, A^E, A^S and A under
+    GiGPO); its tool calls follow it marked ``→``, and each result marked ``←``
+    (``✗`` for an error) with the call's seconds."""
     turns = traj.get("turns") or []
+    calls = {c["call_id"]: c for c in traj.get("calls") or []}
     lines: list = []
     messages = traj.get("messages") or [{"role": "user", "content": traj.get("prompt", "")},
                                          {"role": "assistant", "content": traj.get("completion", "")}]
+    several = sum(m.get("role") == "assistant" for m in messages) > 1
     t = 0
     for message in messages:
         role = message.get("role", "?")
-        lines.append(Text(f"{role}", style="bold cyan" if role == "assistant" else "bold"))
+        if role == "tool":
+            lines.extend(_tool_result(message, calls.get(str(message.get("tool_call_id")))))
+            continue
+        lines.append(Text(f"{role}" + (f" · turn {t}" if role == "assistant" and several else ""),
+                          style="bold cyan" if role == "assistant" else "bold"))
         if role == "assistant" and t < len(turns):
             turn = turns[t]
             lines.append(Text(
@@ -97,10 +105,24 @@ def conversation(traj: dict) -> RichGroup:
                 f"A^E {fmt(turn['adv_episode'], '+.3f')} · A^S {fmt(turn['adv_step'], '+.3f')} · "
                 f"A {fmt(turn['advantage'], '+.3f')} · anchor {turn['anchor_id']} "
                 f"(size {turn['anchor_size']})", style=advantage_style(turn["advantage"])))
-            t += 1
-        lines.append(Text(str(message.get("content") or "")))
+        t += role == "assistant"
+        if message.get("content") or not message.get("tool_calls"):
+            lines.append(Text(str(message.get("content") or "")))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            lines.append(Text(f"→ call {call_line(function.get('name', '?'), function.get('arguments'))}",
+                              style="bold magenta"))
         lines.append(Text(""))
     return RichGroup(*lines)
+
+
+def _tool_result(message: dict, call: dict | None) -> list[Text]:
+    """A ``tool`` message: ``← name · seconds`` and its text, ``✗`` in red for an error."""
+    failed = call is not None and call.get("error") is not None
+    took = f" · {call['seconds']:.3f} s" if call is not None else ""
+    head = Text(f"{'✗' if failed else '←'} {message.get('name') or 'tool'}{took}",
+                style="bold red" if failed else "bold magenta")
+    return [head, Text(str(message.get("content") or ""), style="red" if failed else ""), Text("")]
 
 
 def summary_text(traj: dict) -> Text:
