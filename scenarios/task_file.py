@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlab.scenarios import third_party
 from rlab.scenarios.task_env import load_env_factory
-from rlab.scenarios.task_scenario import HELD_OUT_FRACTION, HELD_OUT_SEED, TaskError, TaskScenario, held_out_split
+from rlab.scenarios.task_scenario import (HELD_OUT_FRACTION, HELD_OUT_SEED, TaskError, TaskScenario,
+                                          ToolTaskScenario, held_out_split)
 
 DATA_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
@@ -34,7 +35,11 @@ class TaskSpec(BaseModel):
     completion length (tokens per turn); a ``--max-new-tokens`` flag or a
     run-config key overrides it. ``env`` names a multi-step environment class
     as ``"env.py:ClassName"`` (protocol in docs/tasks.md); ``max_turns``
-    bounds its episodes (assistant turns). ``success`` names the reward
+    bounds its episodes (assistant turns). ``tools`` names a file of typed,
+    documented functions the policy may call (a tool task: its episodes end on
+    an answer without a call, or at ``max_turns``); ``transcripts`` a file of
+    conversations (a ``messages`` column) the tiny policy warm-starts on, for
+    ``warm_start_steps`` steps. ``success`` names the reward
     function that says a trajectory solved the task (its unweighted value
     >= ``success_threshold``); without it, pass@1 is total reward >= 1.
     """
@@ -51,6 +56,9 @@ class TaskSpec(BaseModel):
     rewards: str
     max_new_tokens: int | None = Field(None, ge=1)
     env: str | None = None
+    tools: str | None = None
+    transcripts: str | None = None
+    warm_start_steps: int = Field(1500, ge=1, le=100_000)
     max_turns: int = Field(8, ge=1)
     success: str | None = Field(None, min_length=1)
     success_threshold: float = Field(1.0, allow_inf_nan=False)
@@ -165,14 +173,35 @@ def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
         train, held_out = held_out_split(train)
         info |= {"eval": None, "held_out": f"{HELD_OUT_FRACTION:.0%} of train, seed {HELD_OUT_SEED}"}
     info |= {"train_rows": len(train), "eval_rows": len(held_out)}
-    factory = None
-    if spec.env is not None:
-        factory = load_env_factory(base, spec.env, where)
     name = spec.name or (base.name if Path(where).name == "task.toml" else Path(where).stem)
-    return TaskScenario(name=name, system_prompt=spec.system_prompt, reward_file=rewards, train=train,
-                        eval=held_out, dataset_info=info, max_new_tokens=spec.max_new_tokens,
-                        max_turns=spec.max_turns, env_factory=factory, success=spec.success,
-                        success_threshold=spec.success_threshold)
+    common = dict(name=name, system_prompt=spec.system_prompt, reward_file=rewards, train=train, eval=held_out,
+                  dataset_info=info, max_new_tokens=spec.max_new_tokens, max_turns=spec.max_turns,
+                  success=spec.success, success_threshold=spec.success_threshold)
+    if spec.tools is not None:
+        if spec.env is not None:
+            raise TaskError(f"{where}: a task has tools or an env, not both: the tools are its environment")
+        transcripts = [] if spec.transcripts is None else _transcripts(spec, base, where)
+        return ToolTaskScenario(**common, tools_file=_existing(base, spec.tools, "tools", where),
+                                transcripts=transcripts, warm_start_target=None,
+                                warm_start_steps=spec.warm_start_steps)
+    if spec.transcripts is not None:
+        raise TaskError(f"{where}: transcripts warm-start a tool task's tiny policy; add tools = \"tools.py\"")
+    factory = None if spec.env is None else load_env_factory(base, spec.env, where)
+    return TaskScenario(**common, env_factory=factory)
+
+
+def _transcripts(spec: TaskSpec, base: Path, where: str) -> list[list[dict[str, Any]]]:
+    """The conversations of a ``transcripts`` file (its ``messages`` column: OpenAI messages,
+    a call's ``arguments`` as JSON text, as OpenAI writes them)."""
+    assert spec.transcripts is not None
+    path = _existing(base, spec.transcripts, "transcripts", where)
+    rows = read_rows(path, "transcripts", where)
+    for i, row in enumerate(rows):
+        if not _is_messages(row.get("messages")):
+            raise TaskError(f"{where}: transcripts row {i}: needs a 'messages' column holding a list of chat "
+                            "messages {role, content}")
+    # datasets gives every message every key any message has (None where absent): drop those
+    return [[{k: v for k, v in m.items() if v is not None} for m in row["messages"]] for row in rows]
 
 
 def _check_syntax(path: Path, where: str) -> None:

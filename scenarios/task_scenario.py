@@ -86,6 +86,35 @@ class TaskScenario:
         return [(head + _prompt_text(ex["prompt"]), str(ex["answer"])) for ex in self.train_examples(seed)]
 
 
+@dataclass
+class ToolTaskScenario(TaskScenario):
+    """A user task whose episodes call tools (``tools = "tools.py"`` in task.toml):
+    a ``engine.types.ToolScenario``. ``transcripts`` are the tiny policy's warm-start
+    conversations (a ``transcripts`` file's rows), empty when the task has none."""
+
+    tools_file: Path = Path("tools.py")
+    transcripts: list[list[dict[str, Any]]] = field(default_factory=list)
+    # Calls take room: a turn of two calls is ~250 characters for the character-level tiny policy.
+    tiny_context_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        self.multi_step = True
+
+    def sft_transcripts(self, seed: int) -> list[list[dict[str, Any]]]:
+        """The task's warm-start conversations, shuffled with ``seed``.
+
+        Raises:
+            TaskError: the task has none; give it a transcripts file, or pass --model.
+        """
+        if not self.transcripts:
+            raise TaskError(f"task {self.name!r}: the built-in tiny policy warm-starts on a tool task's "
+                            "transcripts; add transcripts = \"transcripts.jsonl\" (rows with a messages column) "
+                            "to its task.toml, or pass --model PATH (or --model smollm2-135m)")
+        out = list(self.transcripts)
+        random.Random(seed).shuffle(out)
+        return out
+
+
 def _prompt_text(prompt: Any) -> str:
     if isinstance(prompt, list):
         return "".join(str(m.get("content", "")) for m in prompt)
