@@ -286,6 +286,26 @@ def test_eval_of_a_checkpoint_and_of_its_base_model_share_a_room(tmp_path, capsy
     assert code == 2 and "must be a number" in err
 
 
+def test_eval_of_a_checkpoint_measures_the_task_its_run_trained_on(tmp_path, capsys, raw_tiny_model_dir):
+    """Issue 47, 1.1: a checkpoint of a --task run was scored on arithmetic (the default
+    scenario); its run's task, success rule and length now decide, and another task is refused."""
+    task_dir = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "addition_trl"
+    db = tmp_path / "r.db"
+    code, _, err = rlab(capsys, "run", "--headless", "--task", task_dir, "--model", raw_tiny_model_dir, "--db", db,
+                        "--name", "T", "--max-steps", 2, "--prompts-per-step", 2, "--group-size", 2,
+                        "--eval-size", 4, "--checkpoint-every", 2, "--max-new-tokens", 5)
+    assert code == 0, err
+    code, out, err = rlab(capsys, "eval", "--checkpoint", "T@2", "--n", 4, "--db", db, "--name", "ckpt", "--json")
+    assert code == 0, err
+    with StoreReader(db) as reader:
+        trained, measured = reader.run_by_name("T"), reader.run_by_name("ckpt")
+    assert measured["scenario"] == trained["scenario"] == "addition_trl"
+    assert measured["manifest"]["dataset"]["size"] == 4 and measured["config"]["task"] == trained["config"]["task"]
+    assert measured["config"]["max_new_tokens"] == 5
+    code, _, err = rlab(capsys, "eval", "--checkpoint", "T@2", "--scenario", "arithmetic", "--db", db)
+    assert code == 2 and "--scenario arithmetic: checkpoint T@2 was trained on task" in err and "drop --scenario" in err
+
+
 def test_frozen_eval_of_a_user_task_scores_its_own_split(tmp_path, capsys):
     from rlab.scenarios.task_file import load_task
 

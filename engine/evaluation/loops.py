@@ -21,7 +21,7 @@ from rlab.engine.evaluation.frozen import read_completions
 from rlab.engine.evaluation.measure import Attempt, Sampling, sample_and_score, score_frozen
 from rlab.engine.evaluation.record import finish_loop_run, start_loop_run
 from rlab.engine.evaluation.source import load_policy
-from rlab.engine.fork import find_checkpoint
+from rlab.engine.fork import CheckpointRef, find_checkpoint
 from rlab.engine.evaluation.summary import check_ks, default_ks, summarize
 from rlab.engine.manifest import build_loop_manifest, file_sha256
 from rlab.engine.rewards.rubric import Rubric, load_rubric
@@ -109,7 +109,12 @@ def run_loop(settings: LoopSettings) -> LoopResult:
         engine.evaluation.frozen.CompletionsFileError, KeyError (unknown
         run), ValueError (bad settings), FileNotFoundError.
     """
+    checkpoint = None if settings.checkpoint is None else find_checkpoint(settings.db, settings.checkpoint)
+    if checkpoint is not None:
+        settings = checkpoint_task(settings, checkpoint)
     scenario = load_scenario(settings.scenario, settings.task)
+    if "max_new_tokens" not in settings.model_fields_set and "max_new_tokens" in scenario.run_defaults:
+        settings = settings.model_copy(update={"max_new_tokens": scenario.run_defaults["max_new_tokens"]})
     ks = check_ks(settings.ks or default_ks(settings.samples), settings.samples) \
         if settings.kind == "select" else None
     examples = split_examples(scenario, settings.split, settings.seed, settings.limit)
@@ -121,7 +126,6 @@ def run_loop(settings: LoopSettings) -> LoopResult:
     if settings.completions is not None:
         examples, attempts, template, model = _frozen(settings.completions, scenario, examples, rubric)
     else:
-        checkpoint = None if settings.checkpoint is None else find_checkpoint(settings.db, settings.checkpoint)
         policy, model = load_policy(scenario=scenario, model=settings.model, checkpoint=checkpoint,
                                     seed=settings.seed, device=settings.device)
         template = policy.tokenizer.chat_template
@@ -148,6 +152,42 @@ def run_loop(settings: LoopSettings) -> LoopResult:
         writer.close()
     artifacts = export_run(settings.db, run_id, settings.out) if settings.out is not None else {}
     return LoopResult(run_id, name, summary, artifacts)
+
+
+def checkpoint_task(settings: LoopSettings, checkpoint: CheckpointRef) -> LoopSettings:
+    """``settings`` measuring what the checkpoint's run trained on: its scenario or task, its
+    success rule and its completion length (a success function, threshold or length given
+    is kept: it is recorded in the eval run's manifest).
+
+    Raises:
+        ValueError: a ``--scenario`` or ``--task`` given that is not the run's (a checkpoint of
+            one task scored on another measures nothing); the message names both.
+    """
+    config = checkpoint.config
+    trained = {"scenario": config.get("scenario", settings.scenario), "task": config.get("task")}
+    for key in ("task", "scenario"):
+        given = getattr(settings, key)
+        if key not in settings.model_fields_set or given is None:
+            continue
+        # a --scenario given names no task: the run's task (if it had one) differs from it
+        same = _same_task(given, trained[key]) and (key == "task" or trained["task"] is None)
+        if not same:
+            raise ValueError(f"--{key} {given}: checkpoint {checkpoint.run_name}@{checkpoint.step} was trained on "
+                             f"{_task_text(trained)}; its run decides what the eval measures: drop --{key}")
+    kept = {k: config[k] for k in ("success", "success_threshold", "max_new_tokens")
+            if k not in settings.model_fields_set and config.get(k) is not None}
+    return settings.model_copy(update=trained | kept)
+
+
+def _same_task(given: Any, trained: Any) -> bool:
+    if given == trained:
+        return True
+    paths = [Path(str(v)) for v in (given, trained) if isinstance(v, str) and ":" not in v]
+    return len(paths) == 2 and paths[0].resolve() == paths[1].resolve()
+
+
+def _task_text(trained: dict[str, Any]) -> str:
+    return f"task {trained['task']}" if trained["task"] else f"scenario {trained['scenario']}"
 
 
 def _sampling_fields(settings: LoopSettings, sampling: Sampling) -> dict[str, Any]:
