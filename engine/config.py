@@ -78,7 +78,9 @@ class RunConfig(BaseModel):
     threads: int | None = Field(None, ge=1, description=(
         "torch CPU threads; None = 1 for the tiny policy (a second thread only contends with the TUI), "
         "torch's default (one per core) for other models"))
-    max_steps: int | None = Field(None, ge=1, description="stop after this many steps")
+    max_steps: int | None = Field(None, ge=1, description=(
+        "stop after this many steps (a fork: this many steps after its fork step; without it a fork runs to "
+        "its parent's budget)"))
     max_seconds: float | None = Field(None, gt=0, description="stop after this much training time (seconds)")
 
     prompts_per_step: int = Field(32, ge=1, description="P: groups per step")

@@ -163,6 +163,9 @@ def plan_fork(config: RunConfig) -> ForkPlan:
                               "and the LoRA settings")
     forked = forked.model_copy(update={"name": config.name, "db": config.db, "fork_from": config.fork_from,
                                        "resume": None, "rewards": config.rewards})
+    if "max_steps" in config.model_fields_set and config.max_steps is not None:
+        # a fork's --max-steps counts its own steps; the run's budget is the step it stops after
+        forked = forked.model_copy(update={"max_steps": point.step + config.max_steps})
     version = [v for first, v in reward_plan(events) if first <= max(point.step, 1)][-1]  # @0: as step 1 began
     return ForkPlan(point, forked, changes, version)
 

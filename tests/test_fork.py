@@ -58,7 +58,7 @@ def parent(tmp_path_factory, raw_tiny_model_dir):
 
 
 def test_a_fork_with_no_change_repeats_the_parents_next_five_steps(parent):
-    run(RunConfig(db=parent, fork_from="p@3", name="copy", max_steps=8))
+    run(RunConfig(db=parent, fork_from="p@3", name="copy"))  # to the parent's budget: steps 4..8
     reader = StoreReader(parent)
     p, c = reader.run_by_name("p"), reader.run_by_name("copy")
     assert (c["parent_id"], c["fork_step"]) == (p["id"], 3)
@@ -66,6 +66,17 @@ def test_a_fork_with_no_change_repeats_the_parents_next_five_steps(parent):
     assert _steps(reader, c["id"], range(4, 9)) == _steps(reader, p["id"], range(4, 9))
     [fork] = [e for e in reader.events(c["id"]) if e["kind"] == "fork"]
     assert fork["step"] == 3 and fork["payload"]["parent"] == "p" and fork["payload"]["changes"] == {}
+
+
+def test_a_fork_s_max_steps_counts_its_own_steps(parent, tmp_path):
+    """Issue 47, 1.2: `rlab fork RUN@50 --max-steps 20` trained nothing (the budget counted from
+    step 0); it trains 20 steps after the fork step, and without it the fork runs to the parent's."""
+    done = _rlab("fork", "p@6", "--name", "two", "--db", parent, "--headless", "--max-steps", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["steps"] == 2
+    assert StoreReader(parent).steps(StoreReader(parent).run_by_name("two")["id"]) == [6, 7, 8]
+    run(RunConfig(db=parent, fork_from="p@6", name="inherits"))  # the parent's --max-steps 8
+    assert StoreReader(parent).steps(StoreReader(parent).run_by_name("inherits")["id"]) == [6, 7, 8]
 
 
 def test_a_fork_changes_what_it_is_given_and_stores_its_lineage(parent, tmp_path):
@@ -178,14 +189,14 @@ def test_a_checkpoint_a_fork_started_from_is_never_pruned(tmp_path, raw_tiny_mod
     assert [c.step for c in to_prune(rows, keep_last=1)] == [6]
     db = tmp_path / "k.db"
     run(_config(db, raw_tiny_model_dir, max_steps=3, keep_checkpoints=1, eval_every=100))
-    run(RunConfig(db=db, fork_from="p@3", name="child", max_steps=4))
+    run(RunConfig(db=db, fork_from="p@3", name="child", max_steps=1))
     run(RunConfig(db=db, resume="p", max_steps=9))
     kept = StoreReader(db).checkpoints(1)
     assert [c["step"] for c in kept] == [3, 9] and Path(kept[0]["path"]).is_dir()
 
 
 def test_compare_pairs_a_fork_and_its_parent_at_matched_held_out_steps(parent, tmp_path):
-    run(RunConfig(db=parent, fork_from="p@3", name="hot", temperature=1.5, max_steps=8))
+    run(RunConfig(db=parent, fork_from="p@3", name="hot", temperature=1.5, max_steps=5))
     done = _rlab("compare", "p", "hot", "--db", parent, "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -242,7 +253,7 @@ def test_a_reward_fix_forked_at_the_first_hack_alert_beats_the_run_that_did_not_
         fork = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "fork", "hack@latest", "--name", "fixed",
                                  "--db", str(db), "--headless", "--rewards",
                                  str(ROOT / "scenarios" / "reward_hacking" / "rewards_fixed.py"),
-                                 "--max-steps", str(alert["step"] + 40)],
+                                 "--max-steps", "40"],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _wait(lambda: StoreReader(db).run_by_name("fixed") is not None, timeout=300)
         # the run that did not get the fix goes on, pausing on no further alert (rlab set applies it while paused)
@@ -301,7 +312,7 @@ def tree(tmp_path_factory, raw_tiny_model_dir):
     """A parent (8 steps, checkpoints at 3, 6, 8) and a fork of it at step 3 with another lr."""
     db = tmp_path_factory.mktemp("tree") / "t.db"
     run(_config(db, raw_tiny_model_dir))
-    run(RunConfig(db=db, fork_from="p@3", name="child", lr=1e-4, max_steps=8))
+    run(RunConfig(db=db, fork_from="p@3", name="child", lr=1e-4, max_steps=5))
     return db
 
 
