@@ -253,11 +253,13 @@ def _check_run_options(config: RunConfig, scenario: Scenario) -> None:
         raise CliError(missing)
     if config.resume is None and (config.fork_from is None or config.rewards is not None):
         _check_reward_file(config, scenario)
-    available = len(scenario.train_examples(config.seed))
-    if config.prompts_per_step > available:
-        what = f"task {scenario.name!r}" if config.task is not None else f"scenario {config.scenario!r}"
-        raise CliError(f"--prompts-per-step {config.prompts_per_step}: {what} has {available} training prompts; "
-                       f"pass at most {available}")
+    from rlab.engine.settings import SettingsError, check_prompts
+
+    what = f"task {scenario.name!r}" if config.task is not None else f"scenario {config.scenario!r}"
+    try:
+        check_prompts(config, len(scenario.train_examples(config.seed)), what)
+    except SettingsError as err:
+        raise CliError(str(err)) from None
 
 
 def _check_reward_file(config: RunConfig, scenario: Scenario) -> None:

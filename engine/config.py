@@ -85,9 +85,11 @@ class RunConfig(BaseModel):
 
     prompts_per_step: int = Field(32, ge=1, description="P: groups per step")
     group_size: int = Field(8, ge=1, le=4096, description="G: rollouts per prompt (at least 2: advantages compare them)")
-    temperature: float = Field(0.7, ge=1e-3, description=(
-        "sampling temperature of the rollouts (at least 0.001: lower overflows the logits)"))
-    max_new_tokens: int = Field(6, ge=1, description="completion length limit (tokens per turn)")
+    temperature: float = Field(0.7, ge=1e-3, le=10.0, description=(
+        "sampling temperature of the rollouts (0.001 to 10: lower overflows the logits, higher samples every "
+        "token about uniformly)"))
+    max_new_tokens: int = Field(6, ge=1, le=131072, description=(
+        "completion length limit (tokens per turn; at most 131072, past any model's context)"))
     advantage: Literal["grpo", "dr_grpo", "rloo", "gigpo"] = Field(
         "grpo", description="advantage estimator (gigpo for multi-step scenarios)")
     gamma: float = Field(0.95, ge=0, le=1, description="GiGPO discount of step rewards")

@@ -230,4 +230,7 @@ def plan_resume(config: RunConfig) -> ResumePlan:
         f"--name {run['name']}-b ..."))
     resumed = resumed.model_copy(update={"resume": config.resume, "db": config.db, "store": config.store,
                                          "fork_from": None})
-    return ResumePlan(run, point, resumed, changes, version, [(s, ch) for s, ch in plan if s > first], events)
+    # an option given on the resume wins over a later step's change of it (a bad value set
+    # mid-run must not come back at its step: the resume is how it is overridden)
+    later = [(s, {k: v for k, v in ch.items() if k not in given}) for s, ch in plan if s > first]
+    return ResumePlan(run, point, resumed, changes, version, [(s, ch) for s, ch in later if ch], events)

@@ -31,7 +31,7 @@ from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.rubric import Rubric
 from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
 from rlab.engine.rollout.play import Rollout
-from rlab.engine.settings import check_reference
+from rlab.engine.settings import check_prompts, check_reference
 from rlab.engine.train.checkpoint import CheckpointError, save_checkpoint
 from rlab.engine.train.retention import prune_checkpoints
 from rlab.engine.train.trainer import TrainConfig, Trainer
@@ -166,10 +166,13 @@ class Session:
 
         Raises:
             SettingsError: a KL weight above 0 for a run without a reference
-                model (it trains every weight and started with beta 0).
+                model (it trains every weight and started with beta 0), or more
+                prompts a step than the task has (``rlab set`` checks the bounds
+                a run's start checks: a step that cannot draw them would fail the run).
         """
         trainer = self.parts.trainer
         check_reference(config.beta, has_reference=trainer.reference is not None or config.lora_rank > 0)
+        check_prompts(config, len(self.train_examples), f"task {self.scenario.name!r}")
         trainer.config = replace(trainer.config, lr=config.lr, temperature=config.temperature, beta=config.beta)
         self.parts.rollout.config = config
         self.recorder.retune(AlertThresholds.model_validate(config.alerts))

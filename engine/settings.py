@@ -92,6 +92,18 @@ class SettingsError(ValueError):
     """A change that is refused: the message is one line naming the option, the rule and the fix."""
 
 
+def check_prompts(config: RunConfig, available: int, what: str) -> None:
+    """The run-time bound RunConfig cannot check alone: a step draws ``prompts_per_step``
+    distinct prompts from the ``available`` training prompts of the task (``what``).
+
+    Raises:
+        SettingsError: more than there are (the step would fail to draw them).
+    """
+    if config.prompts_per_step > available:
+        raise SettingsError(f"--prompts-per-step {config.prompts_per_step}: {what} has {available} training "
+                            f"prompts; pass at most {available}")
+
+
 def changed(base: RunConfig, given: Mapping[str, Any], allowed: Mapping[str, str] | None, *,
             refusal: str, as_flags: bool = True) -> tuple[RunConfig, dict[str, Any]]:
     """``base`` with the options in ``given`` (values as typed: strings are

@@ -129,6 +129,21 @@ def test_a_resume_takes_the_settings_that_may_change_and_refuses_the_rest(tmp_pa
     assert {m["step"]: m["settings/lr"] for m in reader.step_metrics(1) if m["step"] > 3} == {4: 2e-4, 5: 2e-4}
 
 
+def test_a_resume_overrides_a_setting_a_later_step_would_replay(tmp_path, raw_tiny_model_dir):
+    """Issue 47, 1.3: every resume replayed a bad setting at its step (and died again); an
+    option given on the resume now wins over the replayed change of it."""
+    from rlab.engine.fork import plan_resume
+    from rlab.store.writer import StoreWriter
+
+    db = tmp_path / "r.db"
+    run(_config(db, raw_tiny_model_dir, max_steps=3))
+    with StoreWriter(db) as writer:  # as `rlab set` records a change made for step 5 (after the checkpoint)
+        writer.write_event(1, "settings", {"version": 1, "changes": {"temperature": 9.0, "lr": 1e-4},
+                                           "from_step": 5}, step=5)
+    plan = plan_resume(RunConfig(db=db, resume="p", temperature=0.9, max_steps=6))
+    assert plan.config.temperature == 0.9 and plan.replays == [(5, {"lr": 1e-4})]
+
+
 def test_rlab_set_changes_a_live_run_at_the_next_step_and_refuses_a_bad_value(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "s.db"
     proc = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--db", str(db),
@@ -151,6 +166,14 @@ def test_rlab_set_changes_a_live_run_at_the_next_step_and_refuses_a_bad_value(tm
         assert rows[event["step"]]["learning_rate"] == 0.00012 and rows[event["step"]]["settings/version"] == 1
         assert rows[event["step"] - 1]["learning_rate"] == RunConfig().lr  # before: as started
         assert [c["kind"] for c in reader.commands(1)] == ["set_settings"]  # the refused ones sent nothing
+        # issue 47, 1.3: more prompts than the task has were accepted, and killed the run at its next step
+        many = _rlab("set", "live", "prompts_per_step=100000", "--db", db, cwd=tmp_path)
+        assert many.returncode == 2 and "has 7600 training prompts; pass at most 7600" in many.stderr, many.stderr
+        hot = _rlab("set", "live", "temperature=1e9", "--db", db, cwd=tmp_path)
+        assert hot.returncode == 2 and "less than or equal to 10" in hot.stderr
+        before = _last_step(db, "live")
+        _wait(lambda: _last_step(db, "live") > before + 1)  # the run goes on
+        assert proc.poll() is None and reader.run_by_name("live")["status"] == "running"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
