@@ -472,10 +472,13 @@ def test_a_file_damaged_mid_page_is_one_line_naming_the_damage_and_the_recovery(
     build_small_db(db)
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    page_size, pages = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count"))
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.close()
-    with db.open("r+b") as handle:  # the middle of the last page: trajectories' rows
-        handle.seek(page_size * (pages - 1) + page_size // 2)
+    # the last page holds the newest trajectories' rows, which the first screen reads: their cells
+    # fill a page from its end, so the last quarter is rows whatever the page's free space
+    with db.open("r+b") as handle:
+        handle.seek(page_size * pages - page_size // 4)
         handle.write(b"\xff" * (page_size // 4))
     before = files(tmp_path)
     monkeypatch.setattr("rlab.tui.app.RolloutLabApp.run", lambda self: pytest.fail("the TUI opened"))
