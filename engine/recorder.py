@@ -41,6 +41,10 @@ from rlab.store.stepstats import step_stats
 from rlab.store.writer import StoreWriter
 
 
+#: Alerts that name a reward the policy games rather than a policy that broke.
+REWARD_HOLES = ("hack", "tool_loop")
+
+
 def say(line: str) -> None:
     """One line for a person watching a headless run (stderr; on a terminal, below the progress line)."""
     print(f"{chr(10) if sys.stderr.isatty() else ''}rlab: {line}", file=sys.stderr, flush=True)
@@ -125,6 +129,11 @@ class Recorder:
         self.settings_version = 0
         #: alert kind -> what to do about it, added to the alert's message (a trainer that can rewind says how)
         self.remedies: dict[str, str] = {}
+        #: the alert kinds the last recorded step raised (the engine keeps a checkpoint of that step)
+        self.alerted: list[str] = []
+        #: the trainer keeps a checkpoint at an alert's step that a fork can start from (our engine)
+        self.forks = False
+        self._hacked = False
 
     @property
     def writer(self) -> StoreWriter:
@@ -196,8 +205,10 @@ class Recorder:
 
     def _alerts(self, step: int, metrics: dict[str, float], groups: list[GroupStats]) -> None:
         """Run the watch on this step: store each alert as an event, print it, pause on ``pause_on``."""
+        self.alerted = []
         for alert in self.watch.observe(step, metrics, groups):
-            remedy = self.remedies.get(alert.kind)
+            self.alerted.append(alert.kind)
+            remedy = self._remedy(alert.kind, step)
             if remedy is not None:
                 alert = replace(alert, message=f"{alert.message}; {remedy}")
             self.writer.write_event(self.run.run_id, "alert", alert.payload(), step=step)
@@ -207,6 +218,20 @@ class Recorder:
                 say(f"look at the groups with `rlab watch --db {self.run.db} {self.run.name}`, then resume with "
                     f"`rlab resume {self.run.name} --db {self.run.db}` (or space in the TUI)"
                     + (f"; or {remedy}" if remedy else ""))
+
+    def _remedy(self, kind: str, step: int) -> str | None:
+        """What to do about an alert: for a reward the policy games (``hack``, ``tool_loop``),
+        and for a collapse after one (the policy collapsed onto the hack), a fixed reward,
+        not a lower learning rate; for the others the trainer's own advice (``remedies``)."""
+        self._hacked = self._hacked or kind in REWARD_HOLES
+        if kind not in REWARD_HOLES and not (kind == "collapse" and self._hacked):
+            return self.remedies.get(kind)
+        name, db = self.run.name, self.run.db
+        fix = f"fix the reward: `rlab reward {name} FILE --db {db}` (e in the TUI) applies it from the next step"
+        if self.forks:
+            fix += (f"; or test the fix against this run on a branch: `rlab fork {name}@{step} --name {name}-fixed "
+                    f"--rewards FILE --db {db}` (this step's checkpoint is kept)")
+        return fix
 
     # -- reward versions ---------------------------------------------------------------
 

@@ -253,7 +253,19 @@ def recorder_of(config: RunConfig, run: RunRef, success: SuccessRule, weights: d
     recorder = Recorder(run, success=success, weights=weights, version=version,
                         thresholds=AlertThresholds.model_validate(config.alerts), pauses=pauses)
     recorder.remedies["collapse"] = rewind_hint(run.name, config)
+    recorder.forks = True  # every alert's step is checkpointed (engine.step): a fork's starting point
     return recorder
+
+
+def pin_checkpoint(session: Session, step: int, reason: str) -> None:
+    """A checkpoint of step ``step`` kept whatever ``--keep-checkpoints`` says (an alert's step,
+    the step before a reward edit or setting change): the one on the schedule, if the step
+    has it, recorded again with ``reason``, else a new one."""
+    stored = [c for c in session.writer.checkpoints(session.run_id) if c["step"] == step]
+    if stored:
+        session.writer.write_checkpoint(session.run_id, step, stored[-1]["path"], reason)
+    else:
+        checkpoint(session, step, reason)
 
 
 def rewind_hint(name: str, config: RunConfig) -> str:
@@ -265,8 +277,9 @@ def rewind_hint(name: str, config: RunConfig) -> str:
             f"--db {config.db}")
 
 
-def checkpoint(session: Session, step: int) -> Path:
-    """Weights (or LoRA adapter), optimizer and RNG state under the run dir; recorded in the store."""
+def checkpoint(session: Session, step: int, reason: str | None = None) -> Path:
+    """Weights (or LoRA adapter), optimizer and RNG state under the run dir; recorded in the
+    store, with ``reason`` when taken off the schedule (then never pruned: ``train.retention``)."""
     path = session.files / "checkpoints" / f"step-{step:06d}"
     try:
         save_checkpoint(path, session.parts.policy.model, session.parts.trainer.optimizer, step,
@@ -275,6 +288,6 @@ def checkpoint(session: Session, step: int) -> Path:
         raise CheckpointError(str(err).replace(
             "--resume NAME", f"`rlab run --headless --resume {session.name} --db {session.config.db}")
             .replace("--keep-checkpoints 1", "--keep-checkpoints 1`")) from None
-    session.writer.write_checkpoint(session.run_id, step, path)
+    session.writer.write_checkpoint(session.run_id, step, path, reason)
     prune_checkpoints(session.writer, session.run_id, session.config.keep_checkpoints)
     return path

@@ -25,7 +25,7 @@ from rlab.engine.recorder import StepRecord, say
 from rlab.engine.reporting import Reporter
 from rlab.engine.rewards.scoring import score
 from rlab.engine.rollout.play import HeldOut
-from rlab.engine.session import Session, checkpoint
+from rlab.engine.session import Session, checkpoint, pin_checkpoint
 from rlab.engine.settings import BETWEEN_STEPS, SettingsError, changed, settings_metrics
 from rlab.engine.start import start
 from rlab.engine.train.advantages import rollout_advantages
@@ -106,11 +106,15 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
             break
         if session.rewards.replays and session.rewards.replays[0][0] == step:
             replay_reward_edit(session, step)
+        versions = recorder.version, recorder.settings_version
         if controller.pending_rewards is not None:
             apply_reward_edit(session, step)
         if session.settings_replays and session.settings_replays[0][0] == step:
             replay_settings(session, step)
         _apply_pending_settings(session, step)
+        if versions != (recorder.version, recorder.settings_version) and step > session.first_step:
+            # the state the change was made to: where a fork tests the run without it
+            pin_checkpoint(session, step - 1, "reward_edit" if versions[0] != recorder.version else "settings")
         # Linear decay to lr_final_ratio over the budget, as TRL's default
         # (linear) schedule does over its steps; seconds count as budget too.
         # The warm-up keeps the fresh optimizer's first, sign-like Adam steps
@@ -137,7 +141,9 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         record.metrics["elapsed_seconds"] = running()
         metrics = recorder.record(record)
         reporter.log(step, metrics)
-        if step % cfg.checkpoint_every == 0:
+        if recorder.alerted:  # the state an alert saw: where a fork tests its fix
+            pin_checkpoint(session, step, "alert:" + ",".join(recorder.alerted))
+        elif step % cfg.checkpoint_every == 0:
             checkpoint(session, step)
         _progress(step, metrics, running(), step - session.first_step + 1, logged)
         controller.end_of_step(step)

@@ -17,7 +17,8 @@ version 8 records each judge call's response mode and attempts; version 9
 each turn's environment reward; version 10 each trajectory's success and
 each step's success rate and held-out mean reward; version 11 a fork's
 parent run and fork step; version 12 tool calls (a trajectory's count, and
-each call: its turn, name, arguments, result or error, seconds).
+each call: its turn, name, arguments, result or error, seconds) and why a
+checkpoint was taken off its schedule.
 
 Units: every ``*_at`` column is Unix time in seconds (REAL); ``*_tokens``
 columns count tokens; ``latency_s`` and ``step_seconds`` are seconds. JSON
@@ -298,6 +299,9 @@ V12 = [
     )""",
     "CREATE INDEX tool_calls_trajectory ON tool_calls(trajectory_id, turn, idx)",
     "CREATE INDEX tool_calls_run_step ON tool_calls(run_id, step)",
+    # Why a checkpoint was taken off its schedule (an alert, a reward edit, a setting change):
+    # the points a fork tests a fix from, never pruned. NULL: on --checkpoint-every's schedule.
+    "ALTER TABLE checkpoints ADD COLUMN reason TEXT",
 ]
 
 MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12]

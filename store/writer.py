@@ -408,25 +408,28 @@ class StoreWriter:
         )
 
     @_noop_when_disabled()
-    def write_checkpoint(self, run_id: int, step: int, path: str | Path) -> int:
+    def write_checkpoint(self, run_id: int, step: int, path: str | Path, reason: str | None = None) -> int:
         """Record a checkpoint (state after training step ``step``) and a
-        ``checkpoint`` event; return the checkpoint's id."""
+        ``checkpoint`` event; return the checkpoint's id. ``reason``: why it was
+        taken off the schedule (``alert:KIND``, ``reward_edit``, ``settings``), or None."""
         now = time.time()
         with write_transaction(self.database):
             checkpoint_id = insert_row(self.database,
-                "INSERT INTO checkpoints (run_id, step, path, created_at) VALUES (?, ?, ?, ?)",
-                [run_id, step, str(path), now])
-            self._event(run_id, "checkpoint", {"step": step, "path": str(path)}, step, now)
+                "INSERT INTO checkpoints (run_id, step, path, created_at, reason) VALUES (?, ?, ?, ?, ?)",
+                [run_id, step, str(path), now, reason])
+            self._event(run_id, "checkpoint", {"step": step, "path": str(path),
+                                                **({"reason": reason} if reason else {})}, step, now)
         return checkpoint_id
 
     @_noop_when_disabled(list)
     def checkpoints(self, run_id: int) -> list[dict]:
         """The run's recorded checkpoints by step: ``{"id", "step", "path",
-        "eval", "forked"}``, ``eval`` being the held-out ``eval/pass_at_1``
+        "eval", "forked", "reason"}``, ``eval`` being the held-out ``eval/pass_at_1``
         stored for that step (None when that step had no eval), ``forked``
-        whether a fork started from it (1 or 0)."""
+        whether a fork started from it (1 or 0), ``reason`` why it was taken
+        off the schedule (None: on it)."""
         return fetch_dicts(self.database.execute(
-            "SELECT c.id, c.step, c.path, s.eval_pass_at_1 AS eval, EXISTS (SELECT 1 FROM runs f "
+            "SELECT c.id, c.step, c.path, c.reason, s.eval_pass_at_1 AS eval, EXISTS (SELECT 1 FROM runs f "
             "WHERE f.parent_id = c.run_id AND f.fork_step = c.step) AS forked FROM checkpoints c "
             "LEFT JOIN steps s ON s.run_id = c.run_id AND s.step = c.step "
             "WHERE c.run_id = ? ORDER BY c.step, c.id", [run_id]))

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pydantic
@@ -439,3 +440,27 @@ def test_our_engine_and_a_trl_run_store_the_forced_events_alike(forced, tmp_path
     assert sorted(engine) == sorted(trl) == kinds
     assert engine == trl
     assert engine["reward_error"] == ["first", "reward_errors"]
+
+
+def test_a_reward_hole_s_alerts_name_the_reward_fix_and_keep_the_step_s_checkpoint(tmp_path):
+    """Issue 47, 3: a hack alert named no fix, and the collapse that followed advised a tenth of the
+    lr (the wrong fix for a gamed reward). hack / tool_loop, and a collapse after one, name the
+    reward edit and the fork that tests it; a collapse on its own keeps the rewind."""
+    from rlab.engine.recorder import Recorder, RunRef
+    from rlab.engine.success import SuccessRule
+    from rlab.engine.train.retention import Checkpoint, to_prune
+    from rlab.store.writer import StoreWriter
+
+    writer = StoreWriter(tmp_path / "r.db")
+    recorder = Recorder(RunRef(writer, writer.start_run("r", "arithmetic", {}, {}), "r"),
+                        success=SuccessRule("correct"), weights={"correct": 1.0})
+    recorder.remedies["collapse"] = "rewind: rlab fork r@best --lr 5e-05"
+    recorder.forks = True
+    assert recorder._remedy("collapse", 3) == "rewind: rlab fork r@best --lr 5e-05"
+    hack = recorder._remedy("hack", 21)
+    assert "`rlab reward r FILE" in hack and "`rlab fork r@21 --name r-fixed --rewards FILE" in hack
+    assert "rlab fork r@25" in recorder._remedy("collapse", 25) and "--lr" not in recorder._remedy("collapse", 25)
+    assert "rlab fork" in recorder._remedy("tool_loop", 30)
+    pinned = [Checkpoint(1, 21, Path("s21"), None, pinned=True), Checkpoint(2, 50, Path("s50"), None),
+              Checkpoint(3, 100, Path("s100"), None), Checkpoint(4, 150, Path("s150"), None)]
+    assert [c.step for c in to_prune(pinned, keep_last=1)] == [50, 100]

@@ -436,3 +436,18 @@ async def _until(pilot, condition, timeout: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out")
         await pilot.pause(0.05)
+
+
+def test_an_alert_s_step_keeps_a_checkpoint_a_fork_can_start_from(tmp_path, raw_tiny_model_dir):
+    """Issue 47, 3: with the defaults (--checkpoint-every 50, --keep-checkpoints 3) a fork at an
+    alert's step 16 was refused; the engine now keeps a checkpoint of every alert's step."""
+    db = tmp_path / "a.db"
+    run(_config(db, raw_tiny_model_dir, max_steps=3, checkpoint_every=100, keep_checkpoints=1, eval_every=100,
+                alerts={"no_signal_steps": 1, "no_signal_share": 0.5, "pause_on": []}))
+    reader = StoreReader(db)
+    [alert] = [e for e in reader.events(1) if e["kind"] == "alert" and e["payload"]["alert"] == "no_signal"]
+    kept = {c["step"]: c for c in reader.checkpoints(1)}
+    assert alert["step"] in kept and Path(kept[alert["step"]]["path"]).is_dir()
+    done = _rlab("fork", f"p@{alert['step']}", "--name", "at-alert", "--db", db, "--headless", "--max-steps", "1",
+                 cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
