@@ -101,6 +101,15 @@ def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> Check
     return points[-1]
 
 
+def fork_points(run: RunRow, checkpoints: list[dict[str, Any]]) -> list[int]:
+    """The steps a fork of ``run`` can start from, ascending: its start (:func:`_start`) and its
+    stored ``checkpoints`` (``StoreReader.checkpoints`` rows); none for a run that holds no
+    weights (imported from another tool, or an eval)."""
+    if run.get("kind") != "train" or not (run.get("config") or {}).get("model_dir"):
+        return []
+    return sorted({_start(run).step, *(c["step"] for c in checkpoints)})
+
+
 def _start(run: RunRow) -> CheckpointRef:
     """Where a run began: a fork's parent checkpoint at its fork step, else step 0 (its base weights)."""
     lineage = run["config"].get("fork")

@@ -451,3 +451,12 @@ def test_an_alert_s_step_keeps_a_checkpoint_a_fork_can_start_from(tmp_path, raw_
     done = _rlab("fork", f"p@{alert['step']}", "--name", "at-alert", "--db", db, "--headless", "--max-steps", "1",
                  cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_tui_offers_the_fork_points_the_command_line_takes(parent, tmp_path):
+    """Issue 47, 3: `f` before the first checkpoint said "no checkpoint yet" while `rlab fork` took @0."""
+    from rlab.tui.change_dialogs import fork_point
+
+    with StoreReader(parent) as reader:
+        run_id = reader.run_by_name("p")["id"]
+        assert [fork_point(reader, run_id, s) for s in (0, 2, 5, 8)] == [0, 0, 3, 8]

@@ -54,6 +54,10 @@ class ChangeActions(_Base):
         if run is None or run_id is None or run.get("kind") != "train":
             self.notify("f forks a training run: watch one first", severity="warning")
             return
+        if not run.get("config", {}).get("model_dir"):
+            self.notify(f"{run['name']} was imported from another tool: it holds no weights to fork from "
+                        "(fork the runs rlab trains)", severity="warning")
+            return
         at = step if step is not None else run.get("last_step") or 0
         self.read_in_worker(lambda reader: fork_point(reader, run_id, at),
                             lambda point: self._fork_at(run["name"], at, point))
@@ -81,8 +85,12 @@ class ChangeActions(_Base):
 
 
 def fork_point(reader: StoreReader, run_id: int, step: int) -> int | None:
-    """The step of the run's newest checkpoint at or before ``step`` (None: none yet)."""
-    steps = [c["step"] for c in reader.checkpoints(run_id) if c["step"] <= step]
+    """The newest step at or before ``step`` a fork can start from, as ``rlab fork`` finds them
+    (``engine.fork.fork_points``: the run's start and its checkpoints); None: none."""
+    from rlab.engine.fork import fork_points  # the engine's imports wait until a fork is asked for
+
+    run = reader.run(run_id)
+    steps = [s for s in fork_points(run, reader.checkpoints(run_id)) if s <= step] if run is not None else []
     return max(steps) if steps else None
 
 
