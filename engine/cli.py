@@ -383,7 +383,8 @@ def _check_name_and_resume(config: RunConfig) -> None:
 
 def run_headless(config: RunConfig) -> int:
     """Train without the TUI; print progress to stderr and one JSON summary
-    line to stdout. Returns the exit status (0).
+    line to stdout. Returns the exit status: 0, or 1 for a run that ended ``failed``
+    (every reward score of every step failed: nothing was trained).
 
     stdout and stderr are scrubbed of credentials first (see
     :mod:`store.secrets`), so the engine log the TUI keeps holds no key.
@@ -399,7 +400,7 @@ def run_headless(config: RunConfig) -> int:
     signal.signal(signal.SIGTERM, terminate)  # a kill or a scheduler's stop: record the stop, do not vanish
     summary = run(config)
     print(summary_line(summary))
-    return 0
+    return 1 if summary["status"] == "failed" else 0
 
 
 def quiet_libraries() -> None:

@@ -133,6 +133,8 @@ class Recorder:
         self.alerted: list[str] = []
         #: the trainer keeps a checkpoint at an alert's step that a fork can start from (our engine)
         self.forks = False
+        #: steps recorded with a scored trajectory (a step whose every score failed trained nothing)
+        self.trained_steps = 0
         self._hacked = False
 
     @property
@@ -162,7 +164,9 @@ class Recorder:
             ids, passed = zip(*record.held_out)
             self.writer.write_event(self.run.run_id, "eval", {
                 "example_ids": list(ids), "passed": [None if p is None else int(p) for p in passed]}, step=step)
-        self._reward_errors(step, record.reward_errors)
+        scored = sum(t.reward is not None for g in groups for t in g.trajectories)
+        self.trained_steps += scored > 0
+        self._reward_errors(step, record.reward_errors, scored)
         self._judge_failures(step, group_ids, record.judged or ())
         self._alerts(step, metrics, [GroupStats.of_record(step, gid, g) for gid, g in zip(group_ids, groups)])
         return metrics
@@ -184,22 +188,32 @@ class Recorder:
         """Merge more metrics into step ``step``'s row (a final evaluation, TRL's logged loss)."""
         self.writer.write_step(self.run.run_id, step, dict(metrics))
 
-    def _reward_errors(self, step: int, errors: Sequence[str]) -> None:
+    def _reward_errors(self, step: int, errors: Sequence[str], scored: int) -> None:
+        """Store a step's reward errors; say them, and that nothing trained when every score
+        failed; pause when asked (with the two ways on)."""
         if not errors:
             return
         self.writer.write_event(self.run.run_id, "error", {"reward_errors": len(errors), "first": errors[0]},
                                 step=step)
+        name, db = self.run.name, self.run.db
+        say(f"step {step}: the reward functions failed on {len(errors)} trajectories"
+            + (" (every one: nothing was trained)" if not scored else "") + f"; the first: {errors[0]}")
         if self.pauses.reward_error:
             # A version that errs must not train on zeros unseen: stop here and let the
             # user go back (u in the TUI: the previous reward version) or fix it.
             back = {"undo": "press u in the TUI for the previous reward version"} if self.version > 1 else {}
             self.controller.pause(step, "reward function error", first=errors[0], version=self.version, **back)
+            say(f"fix the reward file and apply it with `rlab reward {name} FILE --db {db}` (e in the TUI), or go on "
+                f"as it is with `rlab resume {name} --db {db}` (space in the TUI; errored trajectories are not "
+                "trained on)")
 
     def _judge_failures(self, step: int, group_ids: list[int], judged: Sequence[JudgeResult]) -> None:
         failed = [{"group_id": gid, "error": result.error} for gid, result in zip(group_ids, judged) if not result.ok]
         if not failed:
             return
         self.writer.write_event(self.run.run_id, "judge_failed", {"groups": failed}, step=step)
+        say(f"step {step}: the judge failed on {len(failed)} of {len(judged)} groups (they keep the verifier's "
+            f"reward); the first: {failed[0]['error']}")
         if self.pauses.judge_failure:
             self.controller.pause(step, "judge failed", groups=len(failed))
 

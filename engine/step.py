@@ -324,6 +324,14 @@ def _finish(session: Session, last: int, initial: HeldOut, seconds: float,
     if last >= session.first_step and last % session.config.checkpoint_every != 0:
         checkpoint(session, last)
     status = "stopped" if session.recorder.controller.stop else "finished"
+    ran = last - session.first_step + 1
+    if ran > 0 and session.recorder.trained_steps == 0:
+        # every score of every step failed: the run trained nothing, and must not read as done
+        status = "failed"
+        session.writer.write_event(session.run_id, "error", {
+            "error": f"every reward score of all {ran} steps failed: nothing was trained (see the steps' error "
+                     "events; `rlab reward` applies a fixed reward file to a live run)"}, step=last)
+        say(f"every reward score of all {ran} steps failed: nothing was trained; the run ends failed")
     session.writer.set_status(session.run_id, status)
     if sys.stderr.isatty():  # end the rewritten progress line
         print(file=sys.stderr)

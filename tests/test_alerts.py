@@ -440,6 +440,8 @@ def test_our_engine_and_a_trl_run_store_the_forced_events_alike(forced, tmp_path
     assert sorted(engine) == sorted(trl) == kinds
     assert engine == trl
     assert engine["reward_error"] == ["first", "reward_errors"]
+    # issue 47, 2: a judge failing every call printed nothing; each step now says so in one line
+    assert "step 1: the judge failed on" in forced["faults"].err and "the judge is down" in forced["faults"].err
 
 
 def test_a_reward_hole_s_alerts_name_the_reward_fix_and_keep_the_step_s_checkpoint(tmp_path):

@@ -349,3 +349,48 @@ def test_a_headless_run_says_when_another_shell_pauses_steps_and_resumes_it(tmp_
     for line in (f"rlab: paused after step {paused_at} (user)", f"rlab: resumed after step {paused_at} (single step)",
                  f"rlab: paused after step {paused_at + 1} (single step done)", "(user)", "rlab: stopping after step"):
         assert line in err, (line, err[-2000:])
+
+
+BROKEN_REWARDS = "def correct(example, completion):\n    raise RuntimeError('no reward for ' + example['id'])\n"
+
+
+def test_a_run_whose_every_score_fails_says_so_and_ends_failed(tmp_path, raw_tiny_model_dir):
+    """Issue 47, 2: with --no-pause-on-reward-error and every call failing, the run printed
+    `reward n/a`, exited 0 and ended finished as if it had trained."""
+    rewards = tmp_path / "broken.py"
+    rewards.write_text(BROKEN_REWARDS)
+    done = _rlab("run", "--headless", "--model", raw_tiny_model_dir, "--db", tmp_path / "r.db", "--name", "b",
+                 "--rewards", rewards, "--no-pause-on-reward-error", "--max-steps", "2", "--prompts-per-step", "2",
+                 "--group-size", "2", "--eval-size", "2", cwd=tmp_path)
+    assert done.returncode == 1 and json.loads(done.stdout.strip().splitlines()[-1])["status"] == "failed"
+    assert "step 1: the reward functions failed on 4 trajectories (every one: nothing was trained)" in done.stderr
+    assert "no reward for" in done.stderr and "nothing was trained; the run ends failed" in done.stderr
+    with StoreReader(tmp_path / "r.db") as reader:
+        assert reader.run_by_name("b")["status"] == "failed"
+
+
+def test_a_reward_error_pause_says_the_reason_and_the_two_ways_on(tmp_path, raw_tiny_model_dir):
+    rewards = tmp_path / "broken.py"
+    rewards.write_text(BROKEN_REWARDS)
+    proc = subprocess.Popen([sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--model",
+                             str(raw_tiny_model_dir), "--db", str(tmp_path / "r.db"), "--name", "p", "--rewards",
+                             str(rewards), "--max-steps", "3", "--prompts-per-step", "2", "--group-size", "2",
+                             "--eval-size", "2"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _paused(tmp_path / "r.db", "p"):
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert "paused after step 1 (reward function error)" in err and "no reward for" in err
+    assert "`rlab reward p FILE --db" in err and "`rlab resume p --db" in err
+
+
+def _paused(db: Path, name: str) -> bool:
+    if not db.exists():
+        return False
+    with StoreReader(db) as reader:
+        run = reader.run_by_name(name)
+    return run is not None and run["status"] == "paused"
