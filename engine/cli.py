@@ -475,6 +475,6 @@ def guarded(command: typing.Callable[[], int]) -> int:
 
         if not isinstance(err, Terminated):
             raise
-        print(f"rlab: {err}: the run is stopped; `rlab run --headless --resume NAME` continues it",
-              file=sys.stderr)
+        notes = getattr(err, "__notes__", None) or ["rlab run --headless --resume NAME"]
+        print(f"rlab: {err}: the run is stopped; `{notes[-1]}` continues it", file=sys.stderr)
         return 143

@@ -38,8 +38,8 @@ def validation_message(err: ValidationError, given: dict[str, Any] | None = None
         if rule == "required" and len(fields) > 1:
             rule = f"required with the other --{fields[0]}-* options"
         value = _lookup(given or {}, fields[:2])
-        shown = "" if value is None else " " + (",".join(map(str, value))
-                                                   if isinstance(value, list) else str(value))
+        shown = "" if value is None else " " + (",".join(map(str, value)) if isinstance(value, list)
+                                                   else _one_line(str(value)))
         parts.append(f"{flag(dest)}{shown}: {rule}")
     return "; ".join(parts)
 
@@ -51,3 +51,9 @@ def _lookup(given: dict[str, Any], path: list[str]) -> Any:
             return None
         value = value[part]
     return value
+
+
+def _one_line(text: str) -> str:
+    """A value as an error line shows it: quoted (``repr``) when it is empty or would break
+    the line (a newline in a name must not split the one error line)."""
+    return repr(text) if not text or not text.isprintable() else text

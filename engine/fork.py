@@ -75,7 +75,7 @@ def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> Check
             names ``flag``, the run's checkpoints and the fix).
     """
     run, _, step_text = spec.partition("@")
-    if step_text and not step_text.isdigit() and step_text not in NAMED_STEPS:
+    if step_text and not (step_text.isascii() and step_text.isdigit()) and step_text not in NAMED_STEPS:
         raise ValueError(f"{flag} {spec!r}: the step after @ must be a number (a checkpoint's step), best or latest, "
                          f"e.g. {run}@50")
     if not db.is_file():
@@ -92,7 +92,7 @@ def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> Check
             raise ValueError(f"{flag} {spec}: run {row['name']!r} has no held-out eval at any of its checkpoints "
                              f"({_listed(stored, start)}); name a step, or let --eval-every divide --checkpoint-every")
         return max(scored, key=lambda c: (evals[c.step], c.step))
-    if step_text.isdigit():
+    if step_text.isascii() and step_text.isdigit():
         matches = [c for c in points if c.step == int(step_text)]
         if not matches:
             raise ValueError(f"{flag} {spec}: run {row['name']!r} has no checkpoint at step {step_text}; "

@@ -56,6 +56,7 @@ def run(config: RunConfig) -> dict:
     except (KeyboardInterrupt, Terminated) as err:
         session.writer.write_event(session.run_id, "stop", {"reason": str(err) or type(err).__name__})
         session.writer.set_status(session.run_id, "stopped")
+        err.add_note(f"rlab run --headless --resume {session.name} --db {config.db}")  # how to go on
         raise
     except BaseException as err:
         session.writer.write_event(session.run_id, "error", {"error": f"{type(err).__name__}: {err}"})

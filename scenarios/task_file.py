@@ -174,7 +174,7 @@ def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
         info |= {"eval": None, "held_out": f"{HELD_OUT_FRACTION:.0%} of train, seed {HELD_OUT_SEED}"}
     info |= {"train_rows": len(train), "eval_rows": len(held_out)}
     name = spec.name or (base.name if Path(where).name == "task.toml" else Path(where).stem)
-    common = dict(name=name, system_prompt=spec.system_prompt, reward_file=rewards, train=train, eval=held_out,
+    common: dict[str, Any] = dict(name=name, system_prompt=spec.system_prompt, reward_file=rewards, train=train, eval=held_out,
                   dataset_info=info, max_new_tokens=spec.max_new_tokens, max_turns=spec.max_turns,
                   success=spec.success, success_threshold=spec.success_threshold)
     if spec.tools is not None:
@@ -312,7 +312,14 @@ def _examples(rows: list[dict[str, Any]], spec: TaskSpec, key: str, where: str) 
                             f"its columns: {', '.join(columns) or '(none)'}")
     if not rows:
         raise TaskError(f"{where}: {key} has no rows")
-    return [_example(i, row, spec, key, where) for i, row in enumerate(rows)]
+    examples = [_example(i, row, spec, key, where) for i, row in enumerate(rows)]
+    seen: dict[Any, int] = {}
+    for i, example in enumerate(examples):
+        first = seen.setdefault(example["id"], i)
+        if first != i:  # rows of one id would share their groups, results and compare pairs
+            raise TaskError(f"{where}: {key} rows {first} and {i} have the same {spec.id_field} {example['id']!r}; "
+                            f"ids must be unique (drop the id column to number the rows)")
+    return examples
 
 
 def _example(i: int, row: dict[str, Any], spec: TaskSpec, key: str, where: str) -> dict[str, Any]:

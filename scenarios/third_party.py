@@ -230,7 +230,7 @@ def verifiers_task(module: str) -> TaskScenario:
 
     if module.endswith(".py"):  # the generated files load it again in a child process, in another folder
         module = str(Path(module).resolve())
-    if isinstance(env, verifiers.MultiTurnEnv) and not _is_tool_env(env):
+    if isinstance(env, verifiers.MultiTurnEnv) and not isinstance(env, (verifiers.ToolEnv, verifiers.SingleTurnEnv)):
         raise TaskError(f"--task verifiers:{module}: a {type(env).__name__} (a MultiTurnEnv that is not a ToolEnv) "
                         "generates its own turns; rlab runs verifiers' single-turn environments and ToolEnvs. "
                         "Write its environment as env.py (docs/tasks.md, multi-step environments)")
@@ -248,7 +248,7 @@ def verifiers_task(module: str) -> TaskScenario:
         train, held_out = held_out_split(train)
         note = "10% of train, seed 20250521"
     info = {"source": f"verifiers:{module}", "held_out": note, "train_rows": len(train), "eval_rows": len(held_out)}
-    common = dict(name=f"vf-{Path(module).stem}", system_prompt=getattr(env, "system_prompt", None),
+    common: dict[str, Any] = dict(name=f"vf-{Path(module).stem}", system_prompt=getattr(env, "system_prompt", None),
                   reward_file=rewards, train=train, eval=held_out, dataset_info=info)
     if _is_tool_env(env):
         tools = _write_if_changed(_task_dir("verifiers", Path(module).stem) / "tools.py",

@@ -519,3 +519,25 @@ def test_run_help_names_the_alert_flag_as_readme_and_watch_do(capsys):
     assert "[--alert NAME=VALUE]" in usage and "[--alerts" not in usage
     for spelling in ("--alert", "--alerts"):
         assert config_from_args(_parse(spelling, "length_drift=0.3")).alerts == {"length_drift": 0.3}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["eval", "--name", "../x"], "letters, digits"),
+    (["select", "-n", "2", "--name", "a\nb"], "letters, digits"),
+    (["eval", "--name", "x" * 300], "letters, digits"),
+    (["watch", "--follow", ""], "'' is no folder"),
+    (["watch", "--follow", "d" * 300], "not a folder (File name too long)"),
+    (["fork", "base@²", "--name", "f"], "the step after @ must be a number"),
+    (["compare", "a", "b", "--from-step", "-5"], "'-5' is not an integer >= 0"),
+    (["compare", "a", "b", "--flips", "-1"], "'-1' is not an integer >= 0"),
+    (["run", "--headless", "--name", "a\nb"], "--name 'a\\nb': "),
+], ids=["eval-name-path", "select-name-newline", "eval-name-long", "follow-empty", "follow-long", "fork-step",
+        "compare-from-step", "compare-flips", "run-name-newline"])
+def test_names_and_numbers_are_checked_in_one_line(tmp_path, monkeypatch, capsys, argv, says):
+    """Issue 47, 6: these were accepted (a run named ../x, the working folder imported, a Unicode
+    digit as a step, a negative step) or split the error line (a newline in a name)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(*argv, "--db", str(tmp_path / "r.db")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+    assert not (tmp_path / "rlab_runs").exists()

@@ -298,7 +298,9 @@ def test_sigterm_stops_the_run_with_a_stop_event(tmp_path, raw_tiny_model_dir):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
-    assert "SIGTERM" in err and "--resume" in err and "Traceback" not in err
+    assert "SIGTERM" in err and "Traceback" not in err
+    # issue 47, 6: the line said `--resume NAME` literally
+    assert f"`rlab run --headless --resume term --db {db}` continues it" in err
     assert reader.run(run_id)["status"] == "stopped"
     assert [e["payload"]["reason"] for e in reader.events(run_id) if e["kind"] == "stop"] == ["SIGTERM (signal 15)"]
 

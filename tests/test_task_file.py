@@ -156,9 +156,19 @@ def test_too_few_prompts_for_a_step_names_the_task_not_the_default_scenario(tmp_
     """Issue 40: a task with 4 training rows said "scenario 'arithmetic' has 4 training prompts"."""
     from rlab.tui.cli import main
 
-    rows = "".join(json.dumps({"id": i // 2, "prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5))
+    rows = "".join(json.dumps({"id": i, "prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5))
     toml = _task_with(tmp_path, "train.jsonl", rows)
     assert main(["run", "--headless", "--task", str(toml), "--db", str(tmp_path / "r.db")]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line == (f"rlab: error: --prompts-per-step 32: task {tmp_path.name!r} has 4 training prompts; "
                     "pass at most 4")
+
+
+def test_duplicate_example_ids_are_refused_with_both_rows(tmp_path):
+    """Issue 47, 6: 50 rows of one id were accepted silently (their groups, results and
+    compare pairs would all share it)."""
+    rows = "".join(json.dumps({"id": "same" if i in (3, 7) else f"r{i}", "prompt": f"{i}+1=", "answer": str(i + 1)})
+                   + "\n" for i in range(10))
+    toml = _task_with(tmp_path, "train.jsonl", rows)
+    with pytest.raises(TaskError, match="train rows 3 and 7 have the same id 'same'; ids must be unique"):
+        load_task(str(toml))

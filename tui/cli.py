@@ -28,7 +28,7 @@ import json
 import sqlite3
 import sys
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -75,7 +75,7 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     watch.add_argument("run", nargs="?", help="run name or id (default: the latest)")
     watch.add_argument("--alert", action="append", default=[], metavar="NAME=VALUE",
                        help="override an alert threshold of the run config while watching")
-    watch.add_argument("--follow", type=Path, metavar="DIR",
+    watch.add_argument("--follow", type=_folder, metavar="DIR",
                        help="import a TRL output_dir / verl rollout dir as it is written, and watch it")
     index = sub.add_parser("index", help="build a text index of the file's completions, so `/` in the TUI "
                            "finds text in every trajectory at once (the file grows: docs/architecture.md)")
@@ -129,6 +129,25 @@ def _with_command(argv: list[str], parser: argparse.ArgumentParser) -> list[str]
     if argv and (argv[0] in commands or argv[0] in ("-h", "--help")):
         return argv
     return [RUN, *argv]
+
+
+def _folder(text: str) -> Path:
+    """An argparse type: a folder's path, not empty (``Path("")`` is the working folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("'' is no folder; pass the trainer's output_dir")
+    return Path(text)
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low`` (a bad value is argparse's one error line)."""
+    def parse(text: str) -> int:
+        if not text.isascii() or not text.lstrip("-").isdigit() or int(text) < low:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= {low}")
+        return int(text)
+
+    return parse
+
+
 def _loop_options(parser: argparse.ArgumentParser, *, temperature: float) -> None:
     """Options shared by ``rlab eval`` and ``rlab select``."""
     add = parser.add_argument
@@ -165,9 +184,9 @@ def _loop_commands(sub) -> None:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     compare.add_argument("--force", action="store_true", help="show the numbers even when manifests differ")
-    compare.add_argument("--flips", type=int, default=20, metavar="N",
+    compare.add_argument("--flips", type=_at_least(0), default=20, metavar="N",
                          help="list at most N flipped examples (%(default)s; 0 lists none; --json and --out keep all)")
-    compare.add_argument("--from-step", type=int, metavar="N",
+    compare.add_argument("--from-step", type=_at_least(0), metavar="N",
                          help="two training branches (a fork and its parent): their held-out pass@1 at the steps "
                          "after N both evaluated (default for a fork: its fork step)")
     inspect = sub.add_parser("inspect", help="a run's worst (or failing) trajectories")
@@ -347,9 +366,17 @@ def follow_app(source: Path, db: Path, name: str):
 
 def _watch_follow(args: argparse.Namespace) -> int:
     from rlab.engine.cli import check_run_file
+    from rlab.store.records import check_run_name
 
-    if not args.follow.is_dir():
-        raise FileNotFoundError(f"no folder at {args.follow}; pass the trainer's output_dir")
+    try:
+        folder = args.follow.is_dir()
+    except OSError as err:  # a name too long for the file system, say
+        raise FileNotFoundError(f"--follow {str(args.follow)!r}: not a folder ({err.strerror}); pass the trainer's "
+                                "output_dir") from None
+    if not folder:
+        raise FileNotFoundError(f"--follow {str(args.follow)!r}: no such folder; pass the trainer's output_dir")
+    if args.run is not None:
+        check_run_name(args.run)
     check_run_file(args.db, writable=True)
     name = args.run or f"{args.follow.resolve().name}-follow-{uuid.uuid4().hex[:6]}"
     follow_app(args.follow, args.db, name).run()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rlab.engine.config import RunConfig
 from rlab.engine.evaluation.frozen import read_completions
@@ -28,6 +28,7 @@ from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.success import SuccessRule
 from rlab.scenarios import load_scenario
 from rlab.store.export import export_run
+from rlab.store.records import check_run_name
 
 
 class LoopSettings(BaseModel):
@@ -66,6 +67,12 @@ class LoopSettings(BaseModel):
     db: Path = Path("rlab.db")
     name: str | None = None
     out: Path | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, name: str | None) -> str | None:
+        """The rule every path that names a run applies (``store.records.check_run_name``)."""
+        return None if name is None else check_run_name(name)
 
     @model_validator(mode="after")
     def _consistent(self) -> "LoopSettings":

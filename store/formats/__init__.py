@@ -72,7 +72,7 @@ def import_path(path: str | Path, db: str | Path, *, name: str | None = None,
         try:
             check_run_name(name)
         except ValueError as err:
-            raise ValueError(f"--name {name}: {err}") from None
+            raise ValueError(f"--name {name!r}: {err}") from None
     return write_imported(db, read_path(path, format), name=name)
 
 
