@@ -165,6 +165,8 @@ class Recorder:
             self.writer.write_event(self.run.run_id, "eval", {
                 "example_ids": list(ids), "passed": [None if p is None else int(p) for p in passed]}, step=step)
         scored = sum(t.reward is not None for g in groups for t in g.trajectories)
+        if groups and not self.trained_steps and scored:
+            self._first_spread(step, metrics)
         self.trained_steps += scored > 0
         self._reward_errors(step, record.reward_errors, scored)
         self._judge_failures(step, group_ids, record.judged or ())
@@ -187,6 +189,21 @@ class Recorder:
     def add_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         """Merge more metrics into step ``step``'s row (a final evaluation, TRL's logged loss)."""
         self.writer.write_step(self.run.run_id, step, dict(metrics))
+
+    def _first_spread(self, step: int, metrics: Mapping[str, float]) -> None:
+        """On the first trained step: when no group has a reward spread, say so with the likely
+        causes (GRPO-family advantages are all 0: nothing trains until a group differs)."""
+        if metrics.get("frac_reward_zero_std", 0.0) < 1.0:
+            return
+        clipped = metrics.get("completions/clipped_ratio")
+        causes = [f"the token budget (--max-new-tokens cut {clipped:.0%} of the completions)"
+                  if clipped else "the token budget (--max-new-tokens)",
+                  "the system prompt (does the model know the answer's format?)",
+                  f"a reward that never pays, or always pays alike (mean reward {metrics.get('reward', 0.0):.3f})"]
+        warning = (f"step {step}: every group's trajectories got the same reward, so every advantage is 0 and "
+                   f"nothing trains until a group differs; look at {'; '.join(causes)}")
+        self.writer.write_event(self.run.run_id, "warning", {"warning": warning}, step=step)
+        say(warning)
 
     def _reward_errors(self, step: int, errors: Sequence[str], scored: int) -> None:
         """Store a step's reward errors; say them, and that nothing trained when every score

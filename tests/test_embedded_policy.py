@@ -140,9 +140,21 @@ def test_a_tiny_policy_build_says_what_it_is_and_why_it_stops_early(tmp_path, mo
     said = [" ".join(line.split()) for line in capsys.readouterr().err.splitlines() if line.startswith("rlab:")]
     before, after = said  # between them: the bar, and transformers' own progress
     assert before.startswith("rlab: building the tiny policy for addition_trl (seed 0), once:")
-    assert "until its greedy pass@1 on 200 train examples reaches 0.4 (at most 4000 steps" in before
+    assert "until its greedy pass@1 on 200 train examples reaches 0.4 (the bar fills toward it; at most 4000 steps" in before
     assert f"cached in {path}" in before
     assert after == (f"rlab: the tiny policy for addition_trl is ready: pass@1 0.42 on the train examples "
                      f"reached the target 0.4 at step 37, so the build stopped there; {path} is reused "
                      "from now on")
     assert ensure_tiny_model(scenario, seed=0) == path and "rlab:" not in capsys.readouterr().err  # cached
+
+
+def test_a_build_with_a_target_shows_a_bar_toward_that_target_not_its_step_budget(capsys):
+    """Issue 47, 5: the bar read `47/4000 [04:26<10:49:07]` for a build that stops at its target."""
+    from rlab.engine.train.warm_start import WarmStartError, warm_start
+    from rlab.scenarios import get_scenario
+
+    with pytest.raises(WarmStartError):
+        warm_start(get_scenario("arithmetic"), seed=0, target=0.99, max_steps=10)
+    err = capsys.readouterr().err
+    assert "building tiny model, until probe pass@1 0.99:" in err and "step 10 of at most 10" in err
+    assert "/10 [" not in err

@@ -396,3 +396,13 @@ def _paused(db: Path, name: str) -> bool:
     with StoreReader(db) as reader:
         run = reader.run_by_name(name)
     return run is not None and run["status"] == "paused"
+
+
+def test_a_first_step_without_reward_spread_names_the_likely_causes(tmp_path, raw_tiny_model_dir):
+    """Issue 47, 5: SmolLM2 with max_new_tokens 3 trained 3 steps at reward 0.000 with no warning."""
+    done = _rlab("run", "--headless", "--model", raw_tiny_model_dir, "--db", tmp_path / "r.db", "--max-steps", "1",
+                 "--prompts-per-step", "2", "--group-size", "2", "--eval-size", "2", "--max-new-tokens", "1",
+                 cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "step 1: every group's trajectories got the same reward" in done.stderr
+    assert "--max-new-tokens cut 100% of the completions" in done.stderr and "mean reward 0.000" in done.stderr

@@ -14,6 +14,7 @@ import random
 import shutil
 import sys
 from dataclasses import dataclass
+from typing import Any, cast
 from pathlib import Path
 
 import torch
@@ -28,7 +29,9 @@ from rlab.engine.config import RunConfig
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rollout.play import Rollout
 from rlab.engine.success import SuccessRule
-from rlab.engine.types import Scenario
+from rlab.engine.tools.calls import template_messages
+from rlab.engine.tools.process import ToolProcess
+from rlab.engine.types import Scenario, ToolScenario
 
 
 def ensure_tiny_model(scenario: Scenario, *, seed: int = 0) -> Path:
@@ -54,8 +57,7 @@ def ensure_tiny_model(scenario: Scenario, *, seed: int = 0) -> Path:
     path = cache_root() / "models" / scenario_model_key(scenario, seed)
     if (path / "config.json").is_file():
         return path
-    # The bar counts up to the step budget and stops early when the target is
-    # reached, which looks like an abort unless the lines around it say so.
+    # The lines around the bar say what it fills toward and why the build stopped.
     print(f"rlab: {_build_plan(scenario, seed, path)}", file=sys.stderr, flush=True)
     built = warm_start(scenario, seed=seed, target=scenario.warm_start_target, max_steps=scenario.warm_start_steps)
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
@@ -71,8 +73,8 @@ def ensure_tiny_model(scenario: Scenario, *, seed: int = 0) -> Path:
 def _build_plan(scenario: Scenario, seed: int, path: Path) -> str:
     """The line before a build: what it is, when it stops, where it is kept."""
     target, budget = scenario.warm_start_target, scenario.warm_start_steps
-    stop = (f"until its greedy pass@1 on {PROBE_SIZE} train examples reaches {target:g} (at most {budget} "
-            "steps; usually far fewer, so the bar stops early)" if target is not None
+    stop = (f"until its greedy pass@1 on {PROBE_SIZE} train examples reaches {target:g} (the bar fills "
+            f"toward it; at most {budget} steps, usually far fewer)" if target is not None
             else f"for {budget} steps")
     return (f"building the tiny policy for {scenario.name} (seed {seed}), once: it learns the "
             f"train split's answers {stop}; cached in {path}")
@@ -136,16 +138,20 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
             ``max_steps``; the message gives the best probe score.
     """
     torch.manual_seed(seed)
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(tools=isinstance(scenario, ToolScenario))
     model = LlamaForCausalLM(build_config(len(tokenizer), context_tokens(scenario)))
     policy = Policy(model, tokenizer, "cpu")
-    pairs = scenario.sft_pairs(seed)
+    pairs = transcript_pairs(scenario, seed, policy) if isinstance(scenario, ToolScenario) else scenario.sft_pairs(seed)
     probe = scenario.train_examples(seed)[:PROBE_SIZE]
     rubric = load_rubric(scenario.reward_file)
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_LR, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / WARM_UP_STEPS))
-    bar = tqdm(total=max_steps, desc="building tiny model", file=sys.stderr, unit="step")
+    # With a target the bar fills toward it (the build stops there, usually long before max_steps,
+    # which a step bar would show as hours to go); without one it counts the fixed steps.
+    bar = (tqdm(total=target, desc=f"building tiny model, until probe pass@1 {target:g}", file=sys.stderr,
+                bar_format="{desc}: {n:.2f}/{total:g} |{bar}| {elapsed} {postfix}")
+           if target is not None else tqdm(total=max_steps, desc="building tiny model", file=sys.stderr, unit="step"))
     score, best = None, 0.0
     for step in range(1, max_steps + 1):
         model.train()
@@ -155,12 +161,14 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
         torch.nn.utils.clip_grad_norm_(model.parameters(), WARM_CLIP)
         optimizer.step()
         schedule.step()
-        bar.update(1)
+        if target is None:
+            bar.update(1)
         near = score is not None and target is not None and score >= target / 2
         if target is not None and (near or step % PROBE_EVERY == 0):
             score = probe_pass_at_1(policy, scenario, probe, rubric)
             best = max(best, score)
-            bar.set_postfix(loss=f"{loss.item():.3f}", probe_pass_at_1=f"{score:.2f}")
+            bar.n = min(score, target)
+            bar.set_postfix_str(f"step {step} of at most {max_steps}, loss {loss.item():.3f}")
             if score >= target:
                 bar.close()
                 return WarmStart(policy, step, score)
@@ -171,6 +179,41 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
             f"in {max_steps} steps; raise the scenario's warm_start_steps or lower its warm_start_target"
         )
     return WarmStart(policy, max_steps, score)
+
+
+def transcript_pairs(scenario: ToolScenario, seed: int, policy: Policy) -> list[tuple[str, str]]:
+    """(context, completion) text pairs of a tool scenario's warm-start transcripts: every
+    assistant turn (but those marked ``"train": False``, context only), as the tiny
+    policy's chat template renders it with the scenario's tools (their schemas from the
+    tool process), after the system prompt and the conversation before it; the
+    completion without its EOS (``_sft_loss`` adds it).
+
+    Raises:
+        engine.tools.process.ToolsError: the tools file cannot be offered.
+        ValueError: the template renders a turn that does not extend its context.
+    """
+    tools = ToolProcess(scenario.tools_file)
+    try:
+        schemas = tools.schemas
+    finally:
+        tools.close()
+    head = [{"role": "system", "content": scenario.system_prompt}] if scenario.system_prompt else []
+    tok = policy.tokenizer
+
+    def text(messages: list[dict]) -> str:
+        return str(tok.apply_chat_template(template_messages(messages), tools=cast(Any, schemas), tokenize=False))
+
+    pairs = []
+    for transcript in scenario.sft_transcripts(seed):
+        conversation = head + [{k: v for k, v in m.items() if k != "train"} for m in transcript]
+        for i, message in enumerate(transcript, start=len(head)):
+            if message["role"] != "assistant" or message.get("train") is False:
+                continue
+            context, whole = text(conversation[:i]), text(conversation[:i + 1])
+            if not whole.startswith(context) or not whole.endswith(str(tok.eos_token)):
+                raise ValueError(f"the chat template does not render turn {i} as an extension of its context")
+            pairs.append((context, whole[len(context):-len(str(tok.eos_token))]))
+    return pairs
 
 
 def _sft_loss(policy: Policy, pairs: list[tuple[str, str]]) -> torch.Tensor:
@@ -194,6 +237,10 @@ def _sft_loss(policy: Policy, pairs: list[tuple[str, str]]) -> torch.Tensor:
 def probe_pass_at_1(policy: Policy, scenario: Scenario, examples: list[dict], rubric: Rubric) -> float:
     """Greedy pass@1 of ``policy`` on ``examples`` by the scenario's success rule:
     the run's own held-out evaluation (``engine.rollout.play``), with an
-    8-token budget per turn."""
-    return Rollout(policy, scenario, RunConfig(max_new_tokens=8)).evaluate(examples, rubric,
-                                                                          SuccessRule.of(scenario)).pass_at_1
+    8-token budget per turn (a tool scenario: its own, a call is longer)."""
+    budget = scenario.run_defaults.get("max_new_tokens", 8) if isinstance(scenario, ToolScenario) else 8
+    rollout = Rollout(policy, scenario, RunConfig(max_new_tokens=budget))
+    try:
+        return rollout.evaluate(examples, rubric, SuccessRule.of(scenario)).pass_at_1
+    finally:
+        rollout.close()
