@@ -33,7 +33,7 @@ from typing import Any
 from rlab.scenarios.task_env import load_module
 from rlab.scenarios.task_scenario import TaskError, TaskScenario, ToolTaskScenario, held_out_split
 
-EXTRA = "pip install 'rollout-lab[tasks]'"
+EXTRA = "pip install -c constraints.txt 'rollout-lab[tasks]'"
 TRAIN_SIZE, EVAL_SIZE = 2000, 200
 TRAIN_SEED, EVAL_SEED = 1, 2
 
