@@ -383,8 +383,11 @@ async def test_f_forks_the_watched_run_from_the_checkpoint_under_the_cursor(tree
         await _until(pilot, lambda: app.cursor.step == 5)
         await pilot.press("f")
         await _until(pilot, lambda: isinstance(app.screen, ForkScreen))
-        assert app.screen.step == 3 and app.screen.query_one("#fork-options", Input).has_focus
-        await pilot.press(*"--lr -1", "enter")  # refused in the dialog, nothing started
+        assert app.screen.step == 3 and app.screen.query_one("#fork-name", Input).has_focus
+        await pilot.press(*"x", "tab", "shift+tab", *"y")  # issue 47, 4: typing after a tab replaced the name
+        assert app.screen.query_one("#fork-name", Input).value == "p-3bxy"
+        app.screen.query_one("#fork-name", Input).value = "p-3b"
+        await pilot.press("tab", *"--lr -1", "enter")  # refused in the dialog, nothing started
         await _until(pilot, lambda: "must be greater than 0" in str(app.screen.query_one("#fork-error").render()))
         app.screen.query_one("#fork-options", Input).value = "--lr 2e-4 --max-steps 5"
         await pilot.press("enter")

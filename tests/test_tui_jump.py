@@ -24,3 +24,19 @@ async def test_b_and_w_jump_to_best_and_worst_rollout(tmp_path):
         await pilot.press("b")
         await until(pilot, lambda: app.view.trajectory["reward"] == max(rewards))
         assert app.cursor.traj_pos == rewards.index(max(rewards))
+
+
+async def test_end_returns_to_the_newest_step_and_the_header_says_where_the_cursor_is(tmp_path):
+    """Issue 47, 4: after enter on an alert or `[`, no key went back to following the run (a
+    newcomer pressed `]` 450 times); the header did not say the cursor had left the newest step."""
+    path = tmp_path / "run.db"
+    ids = build_small_db(path)
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        newest = app.feed.last_step
+        await until(pilot, lambda: "(following)" in app.screen.sub_title)
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        await until(pilot, lambda: f"(at step {newest - 2} of {newest}: end follows)" in app.screen.sub_title)
+        await pilot.press("end")
+        await until(pilot, lambda: app.cursor.step == newest and "(following)" in app.screen.sub_title)

@@ -312,6 +312,13 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
                              self.cursor.group_pos, self.cursor.traj_pos)
         self.load_view()
 
+    def action_follow_newest(self) -> None:
+        """``end``: the newest step, and follow the run from there (as on attaching)."""
+        if self.feed is None or self.cursor.step is None:
+            return
+        self.cursor = Cursor(self.feed.last_step, self.cursor.group_pos, self.cursor.traj_pos)
+        self.load_view()
+
     def action_move_group(self, delta: int) -> None:
         """Left/right: the previous/next group of the step."""
         count = len(self.view.groups) if self.view else 0

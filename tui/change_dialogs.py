@@ -131,7 +131,9 @@ class ForkScreen(ModalScreen[str | None]):
     """``f``: fork the watched run at a checkpoint; dismisses with the fork's name once it started."""
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Cancel")]
-    AUTO_FOCUS = "#fork-options"
+    # The name first, and never selected on focus: a tab into a selected field made the next
+    # key replace the name (issue 47, 4).
+    AUTO_FOCUS = "#fork-name"
 
     def __init__(self, db: Path, run: str, step: int) -> None:
         super().__init__()
@@ -141,8 +143,10 @@ class ForkScreen(ModalScreen[str | None]):
         with Vertical(id="fork-box"):
             yield Static(f"fork {self.run} from its checkpoint of step {self.step}: a new run in this file, "
                          "the parent goes on. Options as for rlab fork; the task, model and LoRA stay.")
-            yield Input(value=f"{self.run}-{self.step}b", placeholder="name of the fork", id="fork-name")
-            yield Input(placeholder="--lr 2e-5 --rewards path/to/rewards.py (enter: start)", id="fork-options")
+            yield Input(value=f"{self.run}-{self.step}b", placeholder="name of the fork", id="fork-name",
+                        select_on_focus=False)
+            yield Input(placeholder="--lr 2e-5 --rewards path/to/rewards.py (enter: start)", id="fork-options",
+                        select_on_focus=False)
             yield Static("", id="fork-error")
         yield Footer(compact=True)
 

@@ -38,8 +38,9 @@ row is measured on every redraw)."""
 
 def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
              engine_line: str | None = None, file_size: str = "", pass_at_1: float | None = None,
-             reward: float | None = None) -> str:
-    """The header's sub-title: scenario, step, STATUS, the latest held-out
+             reward: float | None = None, cursor: int | None = None) -> str:
+    """The header's sub-title: scenario, step (and where the cursor is: ``following``
+    the newest step, or ``at step N of M``, which ``end`` leaves), STATUS, the latest held-out
     pass@1 with what counts as solved (the run's success function, or "=
     total reward >= 1" when it declared none) and the held-out mean reward
     beside it, steps/s, the run file's size and growth; before the run
@@ -52,7 +53,10 @@ def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
     if pass_at_1 is not None:
         held_out = f" · pass@1 {pass_at_1:.3f} ({success_label(run)})"
         held_out += f" · reward {reward:.3f}" if reward is not None else ""
-    return f"{run['scenario']} · step {fmt(step, 'd')} · {run['status'].upper()}{held_out} · {rate}{size}"
+    where = "" if cursor is None or step is None else (
+        " (following)" if cursor == step else f" (at step {cursor} of {step}: end follows)")
+    return (f"{run['scenario']} · step {fmt(step, 'd')}{where} · {run['status'].upper()}{held_out} · "
+            f"{rate}{size}")
 
 
 def success_label(run: dict) -> str:
@@ -255,7 +259,7 @@ class DashboardScreen(NavScreen):
         rewards = self._feed.series.xy("eval/reward")[1] if self._feed else []
         self.sub_title = run_line(run, step, app.steps_per_second, app.engine_line,
                                   app.file_growth.describe(), evals[-1] if evals else None,
-                                  rewards[-1] if rewards else None)
+                                  rewards[-1] if rewards else None, app.cursor.step)
         if run is None and app.engine_failure:  # the engine died: say so, never "waiting"
             self.sub_title = app.engine_failure[0]
             line = self.query_one("#cursor-line", Static)

@@ -18,6 +18,7 @@ HELP = """\
 | `space` | pause / resume the run (the engine pauses at its next safe point) |
 | `n` | when paused: run exactly one more step, then pause again |
 | `[` `]` | previous / next step |
+| `end` | back to the newest step, following the run (the header says "following", or "at step N of M") |
 | `←` `→` | previous / next group of the step |
 | `↑` `↓` | previous / next trajectory of the group |
 | `b` `w` | jump to the best / worst-rewarded trajectory of the group |

@@ -96,7 +96,9 @@ def conversation(traj: dict) -> RichGroup:
         if role == "tool":
             lines.extend(_tool_result(message, calls.get(str(message.get("tool_call_id")))))
             continue
-        lines.append(Text(f"{role}" + (f" · turn {t}" if role == "assistant" and several else ""),
+        # the turn's number, unless its GiGPO line below says it
+        numbered = role == "assistant" and several and t >= len(turns)
+        lines.append(Text(f"{role}" + (f" · turn {t}" if numbered else ""),
                           style="bold cyan" if role == "assistant" else "bold"))
         if role == "assistant" and t < len(turns):
             turn = turns[t]
