@@ -95,3 +95,14 @@ def test_an_edit_that_drops_the_success_function_is_refused_with_advice_for_an_e
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("rlab: error: good.py not applied: success = 'correct' is not a reward function")
     assert "keep correct in WEIGHTS" in line and "--success" not in line, line
+
+
+def test_a_reward_file_that_hangs_is_one_line_without_a_stack_of_ours(small, tmp_path):
+    """Issue 47, 6: `rlab reward RUN hang.py` printed faulthandler's stack of the check's internals
+    before its one line."""
+    # at import, where only faulthandler's watchdog (its stack dumped on stderr) can stop it
+    (tmp_path / "hang.py").write_text("import time\nwhile True:\n    time.sleep(0.01)\n")
+    result = _rlab("reward", "demo", "hang.py", "--db", str(small), cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("rlab: error: hang.py not applied") and "line 3" in lines[0], lines[0]

@@ -19,6 +19,7 @@ anything else by the parent's wall-clock limit.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -250,7 +251,9 @@ def _run_child(
     request = {"kind": "check", "sources": sources, "groups": groups, "timeout_s": timeout_s, "filename": filename}
     # the child's own limits come first; this one is for a child that cannot report
     wall = len(sources) * (timeout_s + scoring_limit(timeout_s)) + 10.0
-    child = UserCodeProcess()
+    # What the check prints (its faulthandler stack of a hang included) is kept for the verdict's
+    # message, not shown: `rlab reward` answers in one line, and the TUI's screen is no terminal.
+    child = UserCodeProcess(log=io.StringIO())
     try:
         answer = child.ask(request, wall)
     finally:
