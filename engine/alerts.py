@@ -36,6 +36,14 @@ And for agents (a tool task's steps, ``store.stepstats.tool_stats``):
 - ``tool_abandon``: the policy stops calling its tools while the success rate
   falls (it unlearned the tool, or found an answer the reward takes without it).
 
+And for a sampler that is not the trained weights (a bf16 or merged copy, vLLM):
+
+- ``sampler_mismatch``: the mean |log pi_old - log pi_sampler| of the trained
+  tokens (``sampling/sampling_logp_difference/mean``, logged by the truncated
+  importance-sampling correction) passes a threshold: the samples come from
+  another distribution than the one trained, the instability Yao et al. 2025 trace
+  to it (a stale adapter on the server, a precision the model does not survive).
+
 Every alert is edge-triggered: it fires on the step where its condition
 becomes true, not again while it stays true, nor until it has been false for
 ``window`` steps, so a long run (or a value hovering at its threshold) does
@@ -58,7 +66,7 @@ from rlab.store.records import GroupRecord
 
 #: Every alert kind, in the order the watch checks them.
 ALERT_KINDS = ("reward_jump", "perfect_share", "length_drift", "diversity_drop", "judge_disagreement",
-               "collapse", "no_signal", "hack", "tool_loop", "tool_errors", "tool_abandon")
+               "collapse", "no_signal", "hack", "tool_loop", "tool_errors", "tool_abandon", "sampler_mismatch")
 
 
 class AlertThresholds(BaseModel):
@@ -105,6 +113,8 @@ class AlertThresholds(BaseModel):
         "Over the window, the fall of tools/use_rate at which tool_abandon fires, when success falls too."))
     tool_success_drop: float = Field(0.1, ge=0, le=1, description=(
         "Over the window, the fall of the success rate that makes a fall in tool use a tool_abandon."))
+    sampler_mismatch: float = Field(0.15, gt=0, description=(
+        "Mean |log pi_old - log pi_sampler| (nats) of a step's trained tokens at which sampler_mismatch fires."))
     pause_on: list[str] = Field(["collapse"], description="Alert kinds that pause the run (the others only warn).")
 
     @field_validator("pause_on", mode="before")
@@ -308,6 +318,8 @@ class AlertWatch:
             self._tool_loop(step, metrics.get("tools/loop_share"), groups),
             self._tool_errors(step, metrics.get("tools/error_share"), groups),
             self._tool_abandon(step, metrics.get("tools/use_rate"), metrics.get("success_rate")),
+            self._sampler_mismatch(step, metrics.get("sampling/sampling_logp_difference/mean"),
+                                   metrics.get("sampling/importance_sampling_ratio/min")),
         ]
         fired = []
         for kind, alert in found:
@@ -524,6 +536,20 @@ class AlertWatch:
         return kind, Alert(kind, step, f"over {len(self._tool_trend)} steps the policy stopped calling its tools "
                            f"(its use rate fell {use_fall:.2f}) while the success rate fell {success_fall:.2f}: it is "
                            "answering without them", value=use_fall)
+
+
+    def _sampler_mismatch(self, step: int, mean: float | None, w_min: float | None) -> tuple[str, Alert | None]:
+        """The sampler's log-probs drifted from the trained policy's past the threshold."""
+        kind, th = "sampler_mismatch", self.thresholds
+        mean = _finite(mean)
+        if mean is None or mean < th.sampler_mismatch:
+            return kind, None
+        low = f"; the lowest importance weight was {w_min:.3f}" if _finite(w_min) is not None else ""
+        return kind, Alert(kind, step, f"the sampler's log-probs differ from the trained policy's by {mean:.3f} "
+                           f"nats a token on average (threshold {th.sampler_mismatch:g}){low}: the samples come from "
+                           "another distribution than the one trained (a stale adapter on the server, or a precision "
+                           "the model does not survive); the update's truncated importance weights correct for part "
+                           "of it", value=mean)
 
 
 def _finite(value: Any) -> float | None:

@@ -117,6 +117,12 @@ class RunConfig(BaseModel):
     clip_eps: float = Field(0.2, gt=0, description="PPO clip range epsilon")
     beta: float = Field(0.0, ge=0, description="KL penalty weight (k3 estimator; 0 = no reference model)")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping norm")
+    importance_sampling_correction: bool = Field(True, description=(
+        "correct for a sampler that is not exactly the trained weights (a bf16 or merged sampling copy, vLLM): "
+        "each token's loss is weighted by min(pi_old / pi_sampler, cap), truncated importance sampling (Yao et "
+        "al. 2025; TRL's vllm_importance_sampling_correction); the mismatch is logged as sampling/*"))
+    importance_sampling_cap: float = Field(3.0, ge=1.0, description=(
+        "C of the truncated importance weights (TRL's vllm_importance_sampling_clip_max, 3.0)"))
     loss_tokens: LossTokens = Field(
         "with_signal", description="the tokens the loss is averaged over: those with a nonzero advantage "
         "(DAPO after its dynamic sampling, so a step where few groups have reward spread updates as much "

@@ -205,8 +205,7 @@ def build_parts(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts
     autocast = training_options(policy.model, policy.device,
                                 gradient_checkpointing=config.gradient_checkpointing, bf16=bf16)
     policy.sample_dtype = torch.bfloat16 if bf16 else None
-    trainer = Trainer(policy.model, policy.pad_id, replace(TrainConfig.from_run(config), own_old_logprobs=bf16),
-                      autocast=autocast)
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig.from_run(config), autocast=autocast)
     vllm, server = None, None
     if config.backend == "vllm":
         if not config.lora_rank:

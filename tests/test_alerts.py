@@ -466,3 +466,13 @@ def test_a_reward_hole_s_alerts_name_the_reward_fix_and_keep_the_step_s_checkpoi
     pinned = [Checkpoint(1, 21, Path("s21"), None, pinned=True), Checkpoint(2, 50, Path("s50"), None),
               Checkpoint(3, 100, Path("s100"), None), Checkpoint(4, 150, Path("s150"), None)]
     assert [c.step for c in to_prune(pinned, keep_last=1)] == [50, 100]
+
+
+def test_sampler_mismatch_fires_when_the_sampler_drifts_from_the_trained_policy():
+    """Issue 48: an alert, in the engine, when the mean sampler-trainer log-prob difference grows."""
+    watch = AlertWatch(AlertThresholds(sampler_mismatch=0.15))
+    quiet = {"sampling/sampling_logp_difference/mean": 0.02, "sampling/importance_sampling_ratio/min": 0.9}
+    assert [a for s in (1, 2) for a in watch.observe(s, quiet, [])] == []
+    [alert] = watch.observe(3, {"sampling/sampling_logp_difference/mean": 0.4,
+                                "sampling/importance_sampling_ratio/min": 0.2}, [])
+    assert alert.kind == "sampler_mismatch" and "0.400 nats" in alert.message and "0.200" in alert.message

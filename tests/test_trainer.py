@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -261,7 +262,7 @@ def test_a_checkpointed_lora_update_recomputes_with_the_attention_it_saved(polic
     model.load_state_dict(start)
     training_options(model, "cpu", gradient_checkpointing=True)
     checked = Trainer(model, policy.pad_id, config).update(samples)
-    assert checked["loss"] == pytest.approx(plain["loss"], rel=1e-4)
+    assert checked["loss"] == pytest.approx(plain["loss"], rel=1e-4, abs=1e-6)  # two opposite advantages: ~0
     assert checked["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-3)
     assert model.get_base_model().config._attn_implementation == "sdpa"
 
@@ -315,3 +316,26 @@ def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(p
     assert len(shared_grads) == len(whole_grads) > 0
     for got, want in zip(shared_grads, whole_grads):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_truncated_importance_sampling_weights_each_token_and_logs_the_mismatch(policy):
+    """Issue 48: a sampler that differs from the policy by known log-prob offsets (a perturbed
+    copy): the logged mismatch and importance ratios equal a direct computation, and each token's
+    loss is weighted by min(pi_old / pi_sampler, C), truncated at C (Yao et al. 2025)."""
+    samples = [_sample(policy, "12+34=", completion, adv) for completion, adv in (("46", 1.0), ("15", -0.5))]
+    offsets = [[0.1, -0.2, 2.0], [-1.5, 0.0, 0.3]]  # log pi_old - log pi_sampler, per completion token
+    for sample, shift in zip(samples, offsets):
+        sample.old_logprobs = [lp - d for lp, d in zip(sample.old_logprobs, shift)]  # the sampler's
+    metrics = Trainer(policy.model, policy.pad_id, TrainConfig(lr=1e-9, num_iterations=1, is_cap=3.0)).step(samples)
+    flat = np.array([d for shift in offsets for d in shift])
+    weights = np.minimum(np.exp(flat), 3.0)  # exp(2.0) = 7.39 is truncated at 3
+    assert metrics["sampling/sampling_logp_difference/mean"] == pytest.approx(np.abs(flat).mean(), abs=1e-5)
+    assert metrics["sampling/sampling_logp_difference/max"] == pytest.approx(2.0, abs=1e-5)
+    assert metrics["sampling/importance_sampling_ratio/max"] == pytest.approx(3.0)
+    assert metrics["sampling/importance_sampling_ratio/min"] == pytest.approx(np.exp(-1.5), rel=1e-4)
+    assert metrics["sampling/importance_sampling_ratio/mean"] == pytest.approx(weights.mean(), rel=1e-4)
+    # the first update's ratio is 1 (its old log-probs are its own): the loss is -mean(w * A) over the tokens
+    advantages = np.array([1.0] * 3 + [-0.5] * 3)
+    assert metrics["loss"] == pytest.approx(-(weights * advantages).mean(), rel=1e-4)
+    uncorrected = Trainer(policy.model, policy.pad_id, TrainConfig(lr=1e-9, num_iterations=1)).step(samples)
+    assert not any(k.startswith("sampling/") for k in uncorrected)

@@ -12,6 +12,15 @@ divergence"): k3 = exp(logp_ref - logp) - (logp_ref - logp) - 1. The mean is
 over all trained tokens of the batch (token-level normalisation, as DAPO,
 arXiv 2503.14476, section 3.3).
 
+When the samples come from something other than the trained weights (a bf16
+or merged sampling copy, a vLLM server), the update corrects for it with
+truncated importance sampling (Yao et al. 2025, "Your Efficient RL Framework
+Secretly Brings You Off-Policy RL Training", eq. 3; TRL's
+``vllm_importance_sampling_correction``, mode ``token_truncate``): the first
+update's forward pass gives the old log-probs pi_old (so the ratio above is
+the trained policy's own), and each token's loss is weighted by
+w = min(pi_old / pi_sampler, C), pi_sampler from the sampler's stored log-probs.
+
 Tokens whose advantage is exactly 0 carry no policy-gradient signal; when
 ``beta`` is 0 they are left out of the token mean (and samples with no
 other token out of the forward/backward pass entirely: they would add
@@ -144,11 +153,12 @@ class TrainConfig:
     of logits / temperature so the ratio compares like with like (1.0 when
     used on its own: the raw logits). loss_tokens: the loss's token mean
     runs over the tokens with signal (``with_signal``) or over every
-    trained token (``all``); see the module docstring. own_old_logprobs:
-    the ratio's old log-probabilities are the policy's own, from the step's
-    first forward pass (before its optimizer step), not the sampler's (whose
-    bf16 copy, ``engine.policy.sampling_weights``, is not the trained
-    float32 model to float tolerance); as TRL takes them when vLLM samples.
+    trained token (``all``); see the module docstring. is_cap: the
+    truncated importance-sampling cap C (None: no correction, the ratio's old
+    log-probs are the sampler's); with it, the ratio's old log-probs are the
+    policy's own from the step's first forward pass (before its optimizer
+    step), and each token's loss is weighted by min(pi_old / pi_sampler, C)
+    (module docstring).
     """
 
     lr: float = _run_default("lr")
@@ -159,14 +169,15 @@ class TrainConfig:
     temperature: float = 1.0
     weight_decay: float = 0.0
     loss_tokens: LossTokens = _run_default("loss_tokens")
-    own_old_logprobs: bool = False
+    is_cap: float | None = None
 
     @classmethod
     def from_run(cls, config: RunConfig) -> TrainConfig:
         """The trainer settings of a run."""
         return cls(lr=config.lr, num_iterations=config.num_iterations, clip_eps=config.clip_eps,
                    beta=config.beta, max_grad_norm=config.max_grad_norm, temperature=config.temperature,
-                   loss_tokens=config.loss_tokens)
+                   loss_tokens=config.loss_tokens,
+                   is_cap=config.importance_sampling_cap if config.importance_sampling_correction else None)
 
 
 class Trainer:
@@ -203,14 +214,16 @@ class Trainer:
     def step(self, samples: list[TrainSample]) -> dict[str, float]:
         """``num_iterations`` updates on ``samples``; metrics averaged over them.
 
-        With ``own_old_logprobs`` the first update's forward pass (before its
-        optimizer step) gives the old log-probs every update's ratio divides by.
-        See :meth:`update` for the metrics.
+        With ``is_cap`` set, the first update's forward pass (before its optimizer
+        step) gives the old log-probs every update's ratio divides by, and the
+        importance weights against the sampler (module docstring); its
+        ``sampling/*`` metrics are the step's. See :meth:`update` for the others.
         """
         prepared = self._prepare(samples)
-        runs = [self._update(prepared, take_old=self.config.own_old_logprobs and k == 0)
+        runs = [self._update(prepared, take_old=self.config.is_cap is not None and k == 0)
                 for k in range(self.config.num_iterations)]
-        return {key: float(np.mean([r[key] for r in runs])) for key in runs[0]}
+        averaged = {key: float(np.mean([r[key] for r in runs])) for key in runs[-1]}
+        return {**averaged, **{k: v for k, v in runs[0].items() if k.startswith("sampling/")}}
 
     def update(self, samples: list[TrainSample]) -> dict[str, float]:
         """One update of the policy on ``samples``; return TRL-named metrics.
@@ -252,13 +265,14 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         totals = dict.fromkeys(("loss", "kl", "clip_ratio", "entropy"), 0.0)
+        mismatch = Mismatch()
         models = [self.model] if self.reference is None else [self.model, self.reference]
         device = prepared.chunks[0]["completion_ids"].device
         with training_attention(models, device, prepared.widest_tokens + len(prepared.shared_start)):
             start = SharedStart.run(self.model, prepared.shared_start, device, self.autocast) \
                 if prepared.shared_start else None
             for chunk in prepared.chunks:
-                sums = self._token_sums(chunk, take_old=take_old, start=start)
+                sums = self._token_sums(chunk, take_old=take_old, start=start, mismatch=mismatch)
                 (sums["loss"] / prepared.loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
                 for key in totals:
                     totals[key] += sums[key].item()
@@ -273,23 +287,33 @@ class Trainer:
         if self.config.beta == 0:
             metrics["kl"] = float("nan")  # no reference model: a flat 0 would be a measurement it is not
         return {**metrics, "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
-                "trained_samples": prepared.samples}
+                "trained_samples": prepared.samples, **mismatch.metrics()}
 
     def _token_sums(self, batch: dict[str, torch.Tensor], *, take_old: bool = False,
-                    start: SharedStart | None = None) -> dict[str, torch.Tensor]:
+                    start: SharedStart | None = None, mismatch: Mismatch | None = None) -> dict[str, torch.Tensor]:
         """Sums over the trained tokens of one micro-batch: ``loss`` (with its
-        graph: clipped surrogate, plus beta * k3), and, detached, ``kl``,
-        ``clip_ratio`` (clipped tokens) and ``entropy``. ``take_old``: this
-        pass's log-probs become the batch's old ones (the ratio is then 1).
-        ``start``: the shared start the batch's prompts were collated without."""
+        graph: clipped surrogate, each token weighted by its importance weight,
+        plus beta * k3), and, detached, ``kl``, ``clip_ratio`` (clipped tokens)
+        and ``entropy``. ``take_old``: this pass's log-probs become the batch's
+        old ones (the ratio is then 1) and give the importance weights against
+        the sampler's (``is_weights``, kept for the later updates; ``mismatch``
+        gathers their statistics). ``start``: the shared start the batch's
+        prompts were collated without."""
         logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True, start=start)
-        if take_old:
-            batch["old_logprobs"] = logp.detach()
         mask = batch["mask"]
+        if take_old:
+            assert self.config.is_cap is not None
+            diff = (logp.detach() - batch["old_logprobs"]) * mask  # log pi_old - log pi_sampler
+            batch["is_weights"] = torch.clamp(torch.exp(diff), max=self.config.is_cap)
+            batch["old_logprobs"] = logp.detach()
+            if mismatch is not None:
+                mismatch.add(diff, batch["is_weights"], mask)
         ratio = torch.exp(logp - batch["old_logprobs"])
         adv = batch["advantages"]
         clipped = torch.clamp(ratio, 1 - self.config.clip_eps, 1 + self.config.clip_eps)
-        loss = -(torch.minimum(ratio * adv, clipped * adv) * mask).sum()
+        weights = batch.get("is_weights")
+        surrogate = torch.minimum(ratio * adv, clipped * adv) * (weights if weights is not None else 1.0)
+        loss = -(surrogate * mask).sum()
         kl = self._kl(batch, logp)
         if self.config.beta > 0:
             loss = loss + self.config.beta * (kl * mask).sum()
@@ -382,6 +406,41 @@ class SharedStart:
         pairs = [(made, leaf.grad) for made, leaf in zip(self._made, self._leaves) if leaf.grad is not None]
         if pairs:
             torch.autograd.backward([made for made, _ in pairs], [grad.to(made.dtype) for made, grad in pairs])
+
+
+class Mismatch:
+    """The sampler-trainer mismatch of one update's trained tokens, gathered over its micro-batches.
+
+    ``sampling/sampling_logp_difference/{mean,max}``: |log pi_old - log pi_sampler| (nats);
+    ``sampling/importance_sampling_ratio/{min,mean,max}``: the truncated weights
+    min(pi_old / pi_sampler, C). TRL's names and definitions (its token_truncate mode).
+    """
+
+    def __init__(self) -> None:
+        self.tokens, self.diff_sum, self.diff_max = 0.0, 0.0, 0.0
+        self.w_sum, self.w_min, self.w_max = 0.0, math.inf, -math.inf
+
+    def add(self, diff: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> None:
+        """One micro-batch: its (rows, tokens) log-prob differences, weights and 0/1 mask."""
+        trained = mask > 0
+        if not bool(trained.any()):
+            return
+        d, w = diff[trained].abs().float(), weights[trained].float()
+        self.tokens += float(trained.sum())
+        self.diff_sum += float(d.sum())
+        self.diff_max = max(self.diff_max, float(d.max()))
+        self.w_sum += float(w.sum())
+        self.w_min, self.w_max = min(self.w_min, float(w.min())), max(self.w_max, float(w.max()))
+
+    def metrics(self) -> dict[str, float]:
+        """The five metrics (none before a token was added)."""
+        if not self.tokens:
+            return {}
+        return {"sampling/sampling_logp_difference/mean": self.diff_sum / self.tokens,
+                "sampling/sampling_logp_difference/max": self.diff_max,
+                "sampling/importance_sampling_ratio/min": self.w_min,
+                "sampling/importance_sampling_ratio/mean": self.w_sum / self.tokens,
+                "sampling/importance_sampling_ratio/max": self.w_max}
 
 
 def _checkpointed(model) -> bool:

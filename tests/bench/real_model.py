@@ -90,8 +90,7 @@ def measure_speed(model_dir: Path, bf16: bool) -> dict:
     config = RunConfig(prompts_per_step=8, group_size=8, max_new_tokens=64, temperature=0.8, num_iterations=1,
                        lr=2e-4)
     rollout = Rollout(policy, task, config, tokenizer=policy.tokenizer)
-    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(lr=2e-4, num_iterations=1, temperature=0.8,
-                                                           own_old_logprobs=bf16),
+    trainer = Trainer(policy.model, policy.pad_id, TrainConfig(lr=2e-4, num_iterations=1, temperature=0.8, is_cap=3.0),
                       autocast=training_options(policy.model, "cpu", bf16=bf16))
     rubric = load_rubric(task.reward_file)
     t0 = time.perf_counter()
