@@ -42,7 +42,7 @@ from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, Sc
 from rlab.engine.rewards.signatures import log_reward_styles
 from rlab.engine.session import Parts, RunRewards, Session, build_parts, recorder_of, run_dir
 from rlab.engine.success import SuccessRule
-from rlab.engine.train.checkpoint import load_checkpoint
+from rlab.engine.train.checkpoint import CheckpointError, load_checkpoint
 from rlab.engine.train.warm_start import ensure_tiny_model
 from rlab.engine.types import Scenario
 from rlab.scenarios import load_scenario
@@ -61,7 +61,7 @@ def start(config: RunConfig) -> Session:
         ValueError (inconsistent options, no such checkpoint).
     """
     if config.fork_from is not None:
-        return _fork(plan_fork(config))
+        return _fork_once_more(config)
     if config.resume is not None:
         return _resume(plan_resume(config))
     scenario = load_scenario(config.scenario, config.task)
@@ -171,6 +171,20 @@ def _resume(plan: ResumePlan) -> Session:
     if plan.changes:
         recorder.switch_settings(plan.first_step, plan.changes)
     return session
+
+
+def _fork_once_more(config: RunConfig) -> Session:
+    """A fork; planned again, once, when the parent pruned its checkpoint while the fork read it
+    (``RUN@latest`` or ``@best`` then name a newer one; a step named outright is refused as gone)."""
+    plan = plan_fork(config)
+    try:
+        return _fork(plan)
+    except CheckpointError:
+        if plan.point.path is None or plan.point.path.is_dir():
+            raise  # damaged, not pruned: the error says what is wrong
+        print(f"rlab: the parent pruned checkpoint {plan.point.run_name}@{plan.point.step} while this fork read it; "
+              "looking for the fork point again", file=sys.stderr, flush=True)
+        return _fork(plan_fork(config))
 
 
 def _fork(plan: ForkPlan) -> Session:

@@ -463,3 +463,33 @@ def test_the_tui_offers_the_fork_points_the_command_line_takes(parent, tmp_path)
     with StoreReader(parent) as reader:
         run_id = reader.run_by_name("p")["id"]
         assert [fork_point(reader, run_id, s) for s in (0, 2, 5, 8)] == [0, 0, 3, 8]
+
+
+def test_a_fork_whose_checkpoint_the_parent_prunes_meanwhile_looks_again_once(tmp_path, raw_tiny_model_dir,
+                                                                               monkeypatch, capsys):
+    """Issue 47, 3: a fork racing the parent's pruning failed with "not a complete checkpoint:
+    optimizer.pt is missing"; it now plans again once (@latest then names the next newest)."""
+    import shutil
+
+    from rlab.engine import start as start_module
+    from rlab.store.writer import StoreWriter
+
+    db = tmp_path / "p.db"
+    run(_config(db, raw_tiny_model_dir, max_steps=6, keep_checkpoints=0))
+    planned = start_module.plan_fork
+
+    def plan_then_prune(config):
+        plan = planned(config)
+        if not calls:
+            calls.append(plan.point.step)
+            with StoreWriter(db) as writer:  # what the parent's pruning does: the row, then the files
+                [row] = [c for c in writer.checkpoints(1) if c["step"] == plan.point.step]
+                writer.forget_checkpoint(1, row["id"])
+            shutil.rmtree(plan.point.path)
+        return plan
+
+    calls: list[int] = []
+    monkeypatch.setattr(start_module, "plan_fork", plan_then_prune)
+    run(RunConfig(db=db, fork_from="p@latest", name="racer", max_steps=1))
+    assert calls == [6] and StoreReader(db).run_by_name("racer")["fork_step"] == 3
+    assert "pruned checkpoint p@6 while this fork read it" in capsys.readouterr().err
