@@ -8,7 +8,7 @@ template, so scenarios written as messages work unchanged for both.
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import Any, cast
 from pathlib import Path
 
 import torch
@@ -103,7 +103,7 @@ class Policy:
             shown, offered = tool_prompt(messages, tools, self.tokenizer.chat_template)
             # tokenize=True, return_dict=False: a flat list of token ids
             ids = self._rendered[key] = tuple(cast(list[int], self.tokenizer.apply_chat_template(
-                shown, tools=offered, add_generation_prompt=True, tokenize=True, return_dict=False
+                shown, tools=cast(Any, offered), add_generation_prompt=True, tokenize=True, return_dict=False
             )))
         return list(ids)
 

@@ -25,7 +25,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, PreTrainedTokenizerFast
 
 from rlab.engine.policy.model import Policy
-from rlab.engine.types import Scenario
+from rlab.engine.types import Scenario, ToolScenario
 
 #: Bump when the recipe changes, so stale cached models are rebuilt.
 RECIPE_VERSION = 2
@@ -44,8 +44,31 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
-    """A character-level tokenizer: one token per printable ASCII char or newline."""
+# The tiny policy of a tool scenario reads and writes tools through its template
+# (engine.tools.render): its tools as one line after the system prompt, each call as
+# engine.tools.calls.call_text writes it, each result after "= " on a line of its own.
+TOOL_CHAT_TEMPLATE = (
+    "{% macro tool_line() %}tools: {% for t in tools %}{{ t['function']['name'] }}("
+    "{{ t['function']['parameters']['properties'] | join(', ') }}){% if not loop.last %}, {% endif %}"
+    "{% endfor %}{{ '\\n' }}{% endmacro %}"
+    "{% if tools and (not messages or messages[0]['role'] != 'system') %}{{ tool_line() }}{% endif %}"
+    "{% for m in messages %}"
+    "{% if m['role'] == 'system' %}{{ m['content'] }}{% if tools %}{{ tool_line() }}{% endif %}"
+    "{% elif m['role'] == 'assistant' %}{{ m['content'] }}"
+    "{% for c in m['tool_calls'] or [] %}{% if m['content'] or not loop.first %}{{ '\\n' }}{% endif %}"
+    "{{ '<tool_call>\\n' }}{{ {'name': c['function']['name'], 'arguments': c['function']['arguments']} | tojson }}"
+    "{{ '\\n</tool_call>' }}{% endfor %}{{ eos_token }}"
+    "{% elif m['role'] == 'tool' %}{{ '= ' + m['content'] + '\\n' }}"
+    "{% else %}{{ m['content'] + '\\n' }}{% endif %}{% endfor %}"
+)
+
+
+def build_tokenizer(tools: bool = False) -> PreTrainedTokenizerFast:
+    """A character-level tokenizer: one token per printable ASCII char or newline.
+
+    ``tools``: its chat template renders tools, calls and results
+    (:data:`TOOL_CHAT_TEMPLATE`, a tool scenario's tiny policy), else only the
+    messages' contents (:data:`CHAT_TEMPLATE`)."""
     vocab = {tok: i for i, tok in enumerate(SPECIALS + CHARSET)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
@@ -58,7 +81,7 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
         unk_token="<unk>",
         padding_side="left",
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = TOOL_CHAT_TEMPLATE if tools else CHAT_TEMPLATE
     return tokenizer
 
 
@@ -91,14 +114,18 @@ def context_tokens(scenario: Any) -> int:
 
 
 def model_key(scenario_name: str, seed: int, target: float | None, max_steps: int,
-              system_prompt: str | None = None, context_tokens: int = CONTEXT_TOKENS) -> str:
+              system_prompt: str | None = None, context_tokens: int = CONTEXT_TOKENS,
+              tools: str | None = None) -> str:
     """Cache key of a built model: scenario, seed, warm-start settings and recipe version,
-    plus the system prompt where the warm start trains on it (multi-step scenarios)
-    and a context other than :data:`CONTEXT_TOKENS` (keys of the default context
-    stay as they were)."""
+    plus the system prompt where the warm start trains on it (multi-step scenarios),
+    a context other than :data:`CONTEXT_TOKENS` and a tool scenario's ``tools`` (its
+    tools file's text and its warm-start transcripts; keys of the others stay as they
+    were)."""
     parts: list = [scenario_name, seed, target, max_steps, RECIPE_VERSION]
     if context_tokens != CONTEXT_TOKENS:
         parts.append(context_tokens)
+    if tools is not None:
+        parts.append(hashlib.sha256(tools.encode()).hexdigest())
     raw = json.dumps(parts if system_prompt is None else parts + [system_prompt])
     return f"{scenario_name}-s{seed}-{hashlib.sha256(raw.encode()).hexdigest()[:10]}"
 
@@ -106,10 +133,14 @@ def model_key(scenario_name: str, seed: int, target: float | None, max_steps: in
 def scenario_model_key(scenario: Scenario, seed: int) -> str:
     """:func:`model_key` of ``scenario``'s tiny policy for ``seed``: its warm-start
     target and budget, its system prompt where the warm start trains on it
-    (multi-step scenarios, ``scenarios.imitation``) and its context."""
+    (multi-step scenarios, ``scenarios.imitation``), its context and, for a tool
+    scenario, its tools and warm-start transcripts."""
     prompt = scenario.system_prompt if scenario.multi_step else None
+    # a tool task's tiny policy is its tools and its transcripts: either edited, it is built again
+    tools = (scenario.tools_file.read_text(encoding="utf-8") + json.dumps(scenario.sft_transcripts(seed), sort_keys=True)
+             if isinstance(scenario, ToolScenario) else None)
     return model_key(scenario.name, seed, scenario.warm_start_target, scenario.warm_start_steps, prompt,
-                     context_tokens(scenario))
+                     context_tokens(scenario), tools)
 
 
 def embedded_dir(scenario_name: str) -> Path:

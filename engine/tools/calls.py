@@ -55,7 +55,8 @@ class ParsedCall:
 class ParsedTurn:
     """An assistant turn split into its text and its calls.
 
-    content: the text outside the ``<tool_call>`` blocks, stripped.
+    content: the text outside the well-formed ``<tool_call>`` blocks (a malformed
+        block stays, as the policy wrote it), stripped.
     calls: the calls in order (well-formed or not); empty for an answer.
     """
 
@@ -72,11 +73,16 @@ def parse_turn(text: str) -> ParsedTurn:
     that are not an object.
     """
     calls: list[ParsedCall] = []
+    kept, end = [], 0
     for match in _BLOCK.finditer(text):
         closed = match.group(0).endswith(CLOSE)
-        calls.extend(_parse_block(match.group(1)) if closed else
-                     [ParsedCall("", {}, f"the tool call was not closed with {CLOSE}")])
-    return ParsedTurn(_BLOCK.sub("", text).strip(), calls)
+        parsed = (_parse_block(match.group(1)) if closed else
+                  [ParsedCall("", {}, f"the tool call was not closed with {CLOSE}")])
+        calls.extend(parsed)
+        # a well-formed block becomes tool_calls; a malformed one stays in the text, as written
+        kept.append(text[end:match.start()] if all(c.problem is None for c in parsed) else text[end:match.end()])
+        end = match.end()
+    return ParsedTurn(("".join(kept) + text[end:]).strip(), calls)
 
 
 def _parse_block(body: str) -> list[ParsedCall]:
