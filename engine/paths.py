@@ -18,3 +18,12 @@ def cache_root() -> Path:
     through platformdirs). Not created here."""
     override = os.environ.get("RLAB_CACHE_DIR")
     return Path(override) if override else Path(platformdirs.user_cache_dir("rollout-lab"))
+
+
+def engine_log_path(db_path: Path, run_name: str) -> Path:
+    """The engine log of run ``run_name`` of a run file: ``<db>.<run>.engine.log``,
+    beside the file (a run name has no path separator: engine.config checks it).
+
+    The TUI sends a run's engine output there; the engine appends the traceback
+    of an error that ends a run there itself, so a headless run has it too."""
+    return db_path.with_name(f"{db_path.name}.{run_name}.engine.log")

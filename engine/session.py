@@ -116,7 +116,8 @@ class Session:
     restarts from. rng: draws each step's prompts (its state is
     checkpointed). settings_replays: after a resume, the setting changes of
     the re-run steps, ``(step, changes)``, applied again at the steps they
-    were first made for (``engine.settings``).
+    were first made for (``engine.settings``). step: the step in progress
+    (``first_step - 1`` until the first starts: the starting policy's evaluation).
     """
 
     config: RunConfig
@@ -127,6 +128,7 @@ class Session:
     first_step: int
     rng: random.Random
     settings_replays: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    step: int = 0
 
     @property
     def name(self) -> str:

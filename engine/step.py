@@ -18,8 +18,11 @@ import json
 import math
 import sys
 import time
+import traceback
+from pathlib import Path
 
 from rlab.engine.config import RunConfig
+from rlab.engine.paths import engine_log_path
 from rlab.engine.policy.device import clock, peak_memory_metric
 from rlab.engine.recorder import StepRecord, say
 from rlab.engine.reporting import Reporter
@@ -31,6 +34,7 @@ from rlab.engine.start import start
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.train.batch import to_batch
 from rlab.engine.train.guard import check_finite
+from rlab.store.secrets import scrub_text
 
 
 class Terminated(BaseException):
@@ -38,6 +42,19 @@ class Terminated(BaseException):
 
     A BaseException, as KeyboardInterrupt is, so that no ``except Exception``
     on the way swallows it."""
+
+
+class RunCrashed(Exception):
+    """An error ended a run after it started: its traceback, scrubbed of
+    secrets, is in the run's engine log and its ``error`` event.
+
+    str: the one terminal line's text, naming the step, the error and where
+    its traceback is; ``log``: the engine log's path; ``step``: the step it
+    was raised in (``first_step - 1`` in the starting policy's evaluation)."""
+
+    def __init__(self, message: str, log: Path, step: int) -> None:
+        super().__init__(message)
+        self.log, self.step = log, step
 
 
 def run(config: RunConfig) -> dict:
@@ -58,13 +75,37 @@ def run(config: RunConfig) -> dict:
         session.writer.set_status(session.run_id, "stopped")
         err.add_note(f"rlab run --headless --resume {session.name} --db {config.db}")  # how to go on
         raise
-    except BaseException as err:
-        session.writer.write_event(session.run_id, "error", {"error": f"{type(err).__name__}: {err}"})
+    except Exception as err:
+        log = _keep_traceback(session, err)
+        session.writer.set_status(session.run_id, "failed")
+        raise RunCrashed(_crash_line(err, session.step, log), log, session.step) from err
+    except BaseException:  # SystemExit and the like: the run is over, and not by our error
         session.writer.set_status(session.run_id, "failed")
         raise
     finally:
         session.close()
         reporter.close()  # last: a dashboard that fails to flush must not keep the store open
+
+
+def _keep_traceback(session: Session, err: Exception) -> Path:
+    """Store ``err``'s traceback, scrubbed of secrets, in the run's ``error``
+    event (``error``, ``traceback``, ``step``) and append it to the run's engine
+    log (engine.paths.engine_log_path); return the log's path."""
+    text = scrub_text("".join(traceback.format_exception(err)))
+    session.writer.write_event(session.run_id, "error", {"error": scrub_text(f"{type(err).__name__}: {err}"),
+                                                         "traceback": text}, step=session.step)
+    log = engine_log_path(Path(session.config.db), session.name)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(f"rlab: the run failed at step {session.step}:\n{text}")
+    return log
+
+
+def _crash_line(err: Exception, step: int, log: Path) -> str:
+    """The terminal's one line for an error that ended a run: the project's own
+    error types say their message (a problem a user fixes); any other is ours."""
+    own = type(err).__module__.startswith("rlab.")
+    what = f"{err}" if own else f"internal error ({type(err).__name__}: {err})"
+    return scrub_text(f"the run failed at step {step}: {what}; its traceback is in {log} and the run's error event")
 
 
 def train(session: Session, reporter: Reporter | None = None) -> dict:
@@ -84,6 +125,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     controller = recorder.controller
     say(f"held-out evaluation of the starting policy ({len(session.eval_examples)} examples, "
         f"pass@1 = {recorder.success.label})")
+    session.step = session.first_step - 1
     initial = evaluate(session)
     # the watch's best pass@1 starts from the starting policy's
     reporter.log(session.first_step - 1, recorder.record(StepRecord(session.first_step - 1, [], initial.metrics(),
@@ -123,6 +165,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         used = budget_fraction(cfg, step, running())
         warm = min(1.0, step / cfg.lr_warmup_steps) if cfg.lr_warmup_steps else 1.0
         session.parts.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
+        session.step = step
         record = train_step(session, step)
         record.metrics["learning_rate"] = session.parts.trainer.learning_rate
         record.metrics.update(settings_metrics(session.config, recorder.settings_version))

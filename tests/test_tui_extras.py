@@ -15,7 +15,8 @@ from rlab.store.reader import StoreReader
 from rlab.tui.app import RolloutLabApp
 from rlab.tui.dashboard import DashboardScreen, run_line
 from rlab.tui.dialogs import HelpScreen
-from rlab.tui.engine_log import EngineLogScreen, LogTail, engine_log_path
+from rlab.engine.paths import engine_log_path
+from rlab.tui.engine_log import EngineLogScreen, LogTail
 from rlab.tui.metrics import MetricsScreen, matches
 from rlab.tui.plots import MetricPlot
 from rlab.tui.reward_bars import reward_bars, reward_bins

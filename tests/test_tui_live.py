@@ -13,7 +13,8 @@ from fixtures.smalldb import _single_turn_group
 from rlab.store.writer import StoreWriter
 from rlab.tui.app import RolloutLabApp
 from rlab.tui.dialogs import QuitScreen
-from rlab.tui.engine_log import EngineLogScreen, engine_log_path
+from rlab.engine.paths import engine_log_path
+from rlab.tui.engine_log import EngineLogScreen
 from rlab.tui.group_view import GroupScreen
 from rlab.tui.supervisor import EngineSupervisor
 from test_tui_app import SIZE, commands, db, loaded, until  # noqa: F401 - db is a fixture

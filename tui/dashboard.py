@@ -13,7 +13,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.tui.baseline import Baseline, load_baseline
-from rlab.tui.engine_log import EngineLogScreen, engine_log_path
+from rlab.engine.paths import engine_log_path
+from rlab.tui.engine_log import EngineLogScreen
 from rlab.tui.feed import FeedUpdate, Poll, RunFeed
 from rlab.tui.formatting import clip, fmt
 from rlab.tui.metrics import MetricsScreen

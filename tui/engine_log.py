@@ -24,12 +24,6 @@ MAX_LINES = 2000
 """Lines kept on screen."""
 
 
-def engine_log_path(db_path: Path, run_name: str) -> Path:
-    """The engine log of run ``run_name`` of a run file: ``<db>.<run>.engine.log``,
-    beside the file (a run name has no path separator: engine.config checks it)."""
-    return db_path.with_name(f"{db_path.name}.{run_name}.engine.log")
-
-
 def log_lines(text: str) -> list[str]:
     """Non-empty lines of log text; a progress line redrawn with ``\\r``
     counts as one line per redraw."""
@@ -77,7 +71,7 @@ class LogTail:
 
 
 class EngineLogScreen(Screen):
-    """The tail of an engine log (:func:`engine_log_path`), followed live; ``escape`` goes back."""
+    """The tail of an engine log (:func:`engine.paths.engine_log_path`), followed live; ``escape`` goes back."""
 
     BINDINGS = [Binding("escape,l", "app.pop_screen", "Back")]
     TICK_SECONDS = 0.5

@@ -5,7 +5,7 @@ process (the engine, or the trainer-folder importer) that creates the run the
 app waits for. :class:`EngineSupervisor` spawns it in its own session, so it
 outlives the TUI (quitting or closing the terminal never stops training), with
 stdout and stderr appended to the run's own log, ``<db>.<run>.engine.log``
-(:func:`tui.engine_log.engine_log_path`). Until the run appears, the app's
+(:func:`engine.paths.engine_log_path`). Until the run appears, the app's
 poll worker asks :meth:`EngineSupervisor.check` what became of it: the log's
 newest line (:class:`EngineProgress`, for the header), or, once, that it
 exited before creating the run (:class:`EngineExited`: its exit code and the
@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlab.tui.engine_log import engine_log_path
+from rlab.engine.paths import engine_log_path
 
 ENGINE_LOG_LINES = 8
 """Lines of the engine log shown when the engine dies before its run appears."""
