@@ -32,6 +32,7 @@ from rlab.engine.rewards.edit.timeline import reward_plan
 from rlab.engine.settings import ON_RESUME, changed, config_at, settings_plan, stored_options
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
+from rlab.store.writer import refuse_if_busy
 
 #: Steps a checkpoint reference may name besides a number.
 NAMED_STEPS = ("best", "latest")
@@ -228,6 +229,7 @@ def plan_resume(config: RunConfig) -> ResumePlan:
     assert config.resume is not None
     point = find_checkpoint(config.db, f"{config.resume}@latest", flag="--resume")
     run = point.run
+    refuse_if_busy(run)  # said before the model loads; the takeover checks again under the write lock
     with StoreReader(config.db) as reader:
         events = [dict(e) for e in reader.events(run["id"])]
     first = point.step + 1

@@ -10,10 +10,16 @@ the run's own copy of the reward file and its rows in the run file.
 - ``--resume RUN`` reopens RUN from its last checkpoint with the settings
   and reward version each re-run step first ran with; of the options given
   it takes those ``engine.settings.ON_RESUME`` lists, recorded as a
-  ``settings`` change at its first step.
+  ``settings`` change at its first step. It takes the run over (status
+  ``running``, later steps superseded) only once its checkpoint and model
+  have loaded, so a resume that fails leaves the run as it was.
 - ``--fork-from RUN@STEP`` starts a new run from RUN's checkpoint with the
   options given changed; its row, lineage and reward versions are written in
   one transaction once the checkpoint has loaded.
+
+Each opener loads inside :func:`_closing_on_failure` (a failure stops the
+servers and the tool process it started) and hands :func:`_session` what
+the three share: the stored options, the reward file and the scoring process.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,7 +43,7 @@ from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
 from rlab.engine.recorder import RunRef
 from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.edit.timeline import resume_versions, reward_plan
-from rlab.engine.rewards.rubric import load_rubric
+from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rewards.rubric_errors import RubricError
 from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
 from rlab.engine.rewards.signatures import log_reward_styles
@@ -101,10 +108,7 @@ def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Par
         log_reward_styles(rubric)
     success = SuccessRule.of(scenario, config)
     success.check(rubric.weights, str(config.rewards or scenario.reward_file))
-    stored = config.model_dump(mode="json") | {"name": name, "reward_file": str(reward_file),
-                                               "model_dir": str(model_dir), "success": success.function,
-                                               "success_threshold": success.threshold,
-                                               "alerts_by": "engine"}  # the TUI shows its alert events
+    stored = _stored_options(config, name, reward_file, model_dir, success)
     tools = parts.rollout.tools
     manifest = build_manifest(scenario=scenario, config=config,
                               chat_template=parts.policy.tokenizer.chat_template,
@@ -113,17 +117,35 @@ def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Par
     manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
     writer = StoreWriter(config.db, enabled=config.store)
     run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)
-    parts.with_events(writer, run_id)
     writer.write_reward_version(run_id, 1, rubric.source, rubric.weights)
     warning = success.warning(rubric.weights)
     if warning is not None:
         print(f"rlab: warning: {warning}", file=sys.stderr, flush=True)
         writer.write_event(run_id, "warning", {"warning": warning}, step=0)
+    return _session(config, scenario, parts, RunRef(writer, run_id, name), reward_file, rubric, success,
+                    first_step=1, rng=random.Random(config.seed))
+
+
+def _stored_options(config: RunConfig, name: str, reward_file: Path, model_dir: Path, success: SuccessRule,
+                    **more: Any) -> dict[str, Any]:
+    """The run row's ``config``: the resolved options, the run's reward file and model,
+    its success rule, and ``more`` (a fork's lineage)."""
+    return config.model_dump(mode="json") | {
+        "name": name, "reward_file": str(reward_file), "model_dir": str(model_dir), "success": success.function,
+        "success_threshold": success.threshold, "alerts_by": "engine", **more}  # the TUI shows its alert events
+
+
+def _session(config: RunConfig, scenario: Scenario, parts: Parts, run: RunRef, reward_file: Path,
+             rubric: RubricVersion | Rubric, success: SuccessRule, *, first_step: int, rng: random.Random,
+             version: int = 1, replays: list[tuple[int, int, RubricVersion]] | None = None) -> Session:
+    """The session of an opened run (its rows written): its reward version ``version`` scoring
+    in a fresh scoring process, its recorder, and the dropped-server events going to its rows."""
+    parts.with_events(run.writer, run.run_id)
     scoring = ScoringProcess()
     return Session(config=config, scenario=scenario, parts=parts,
-                   rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring),
-                   recorder=recorder_of(config, RunRef(writer, run_id, name), success, rubric.weights),
-                   first_step=1, rng=random.Random(config.seed))
+                   rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring, replays or []),
+                   recorder=recorder_of(config, run, success, rubric.weights, version),
+                   first_step=first_step, rng=rng)
 
 
 def _checked_file(path: Path) -> RubricVersion:
@@ -141,16 +163,20 @@ def _checked_file(path: Path) -> RubricVersion:
 
 def _resume(plan: ResumePlan) -> Session:
     """Reopen a stored run from its checkpoint (``engine.fork.plan_resume``)."""
+    config = plan.config
+    scenario = load_scenario(config.scenario, config.task)
+    parts = build_parts(config, scenario, Path(plan.run["config"]["model_dir"]))
+    return _closing_on_failure(parts, lambda: _reopen(plan, scenario, parts))
+
+
+def _reopen(plan: ResumePlan, scenario: Scenario, parts: Parts) -> Session:
+    """The resumed run's session: its checkpoint loaded first, the run taken over last."""
     config, found = plan.config, plan.run
-    writer = StoreWriter(config.db, enabled=config.store)
-    writer.resume_run(found["id"])
     with StoreReader(config.db) as reader:
         stored = reader.reward_versions(found["id"])
     reward_file = Path(found["config"]["reward_file"])
     # Stored (possibly user-edited) versions never run here: the scoring process loads them.
     versions = {v["version"]: RubricVersion(v["source"], v["weights"], reward_file.name) for v in stored}
-    scenario = load_scenario(config.scenario, config.task)
-    parts = build_parts(config, scenario, Path(found["config"]["model_dir"])).with_events(writer, found["id"])
     rng = random.Random(config.seed)
     _seed_everything(config.seed)  # a resume from before the first checkpoint starts as the run did
     if plan.point.path is not None:
@@ -160,16 +186,15 @@ def _resume(plan: ResumePlan) -> Session:
             parts.vllm.sync_policy(parts.policy.model, resumed.step, run_dir(config.db, found["name"]) / "adapters")
     version, replays = resume_versions(reward_plan(plan.events), plan.first_step - 1)
     rubric = versions.get(version) or load_rubric(reward_file)
-    scoring = ScoringProcess()
-    recorder = recorder_of(config, RunRef(writer, found["id"], found["name"]), SuccessRule.of(scenario, config),
-                           rubric.weights, version)
-    recorder.settings_version = plan.settings_version
-    session = Session(config=config, scenario=scenario, parts=parts,
-                      rewards=RunRewards(reward_file, ProcessRubric(rubric, scoring), scoring,
-                                         [(step, v, versions[v]) for step, v in replays if v in versions]),
-                      recorder=recorder, first_step=plan.first_step, rng=rng, settings_replays=plan.replays)
+    writer = StoreWriter(config.db, enabled=config.store)
+    writer.resume_run(found["id"])  # last: until here the run's status and rows are as they were
+    session = _session(config, scenario, parts, RunRef(writer, found["id"], found["name"]), reward_file, rubric,
+                       SuccessRule.of(scenario, config), first_step=plan.first_step, rng=rng, version=version,
+                       replays=[(step, v, versions[v]) for step, v in replays if v in versions])
+    session.settings_replays = plan.replays
+    session.recorder.settings_version = plan.settings_version
     if plan.changes:
-        recorder.switch_settings(plan.first_step, plan.changes)
+        session.recorder.switch_settings(plan.first_step, plan.changes)
     return session
 
 
@@ -218,25 +243,17 @@ def _open_fork(plan: ForkPlan, scenario: Scenario, model_dir: Path, parts: Parts
     files.mkdir(parents=True, exist_ok=True)
     reward_file = files / "rewards.py"
     reward_file.write_text(rubric.source, encoding="utf-8")
-    stored = config.model_dump(mode="json") | {
-        "name": config.name, "reward_file": str(reward_file), "model_dir": str(model_dir),
-        "success": success.function, "success_threshold": success.threshold, "alerts_by": "engine",
-        "fork": plan.lineage(config.rewards)}
+    stored = _stored_options(config, config.name, reward_file, model_dir, success, fork=plan.lineage(config.rewards))
     manifest = forked_manifest(point.run["manifest"], config, rubric.source, success.label) | {"config": stored}
     writer = StoreWriter(config.db, enabled=config.store)
     run_id = writer.start_fork(config.name, scenario.name, stored, manifest, reward_file=reward_file,
                                parent_id=point.run["id"], step=point.step, pinned=point.stored,
                                reward_versions=[(k + 1, v.source, v.weights) for k, v in enumerate(versions)])
-    parts.with_events(writer, run_id)
     if parts.vllm is not None:
         parts.vllm.sync_policy(parts.policy.model, point.step, files / "adapters")
-    scoring = ScoringProcess()
-    return Session(config=config, scenario=scenario, parts=parts,
-                   rewards=RunRewards(reward_file, ProcessRubric(RubricVersion(
-                       rubric.source, rubric.weights, reward_file.name), scoring), scoring),
-                   recorder=recorder_of(config, RunRef(writer, run_id, config.name), success, rubric.weights,
-                                        len(versions)),
-                   first_step=point.step + 1, rng=rng)
+    return _session(config, scenario, parts, RunRef(writer, run_id, config.name), reward_file,
+                    RubricVersion(rubric.source, rubric.weights, reward_file.name), success,
+                    first_step=point.step + 1, rng=rng, version=len(versions))
 
 
 def _as_rng_state(state: list | tuple) -> tuple:

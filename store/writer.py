@@ -9,6 +9,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import sqlite_utils
@@ -128,6 +129,14 @@ def _metric(name: str, value: Any) -> float | None:
 
 class RunBusyError(RuntimeError):
     """A run another live engine process owns; the message names the process and the fix."""
+
+
+def refuse_if_busy(run: Mapping[str, Any]) -> None:
+    """Raise :class:`RunBusyError` if run row ``run``'s engine process is alive
+    (``store.db.run_owner_alive``): nothing else may take the run over."""
+    if run_owner_alive(run):
+        raise RunBusyError(f"run {run['name']!r} is still running in process {run['pid']}; stop it (or "
+                           "kill that process) before resuming it")
 
 
 class StoreWriter:
@@ -263,9 +272,7 @@ class StoreWriter:
         now = time.time()
         with write_transaction(self.database):
             run = self._run(run_id)
-            if run_owner_alive(run):
-                raise RunBusyError(f"run {run['name']!r} is still running in process {run['pid']}; stop it (or "
-                                   "kill that process) before resuming it")
+            refuse_if_busy(run)
             checkpoint = fetch_dict(self.database.execute(
                 "SELECT step, path FROM checkpoints WHERE run_id = ? ORDER BY step DESC, id DESC "
                 "LIMIT 1", [run_id]))

@@ -206,7 +206,7 @@ def test_a_full_disk_while_the_weights_are_written_is_one_error_whose_advice_res
     from transformers import PreTrainedModel
 
     from rlab.engine.config import RunConfig
-    from rlab.engine.step import run
+    from rlab.engine.step import RunCrashed, run
     from rlab.engine.train.checkpoint import CheckpointError
 
     def full(self, *args, **kwargs):
@@ -218,9 +218,10 @@ def test_a_full_disk_while_the_weights_are_written_is_one_error_whose_advice_res
                        eval_size=4, eval_every=100, checkpoint_every=2)
     with monkeypatch.context() as patched:
         patched.setattr(PreTrainedModel, "save_pretrained", full)
-        with pytest.raises(CheckpointError, match="StorageFull.*rlab run --headless --resume full --db .* "
-                                                  "--keep-checkpoints 1"):
+        with pytest.raises(RunCrashed, match="StorageFull.*rlab run --headless --resume full --db .* "
+                                             "--keep-checkpoints 1") as crashed:
             run(config)
+    assert isinstance(crashed.value.__cause__, CheckpointError)
     assert not list((tmp_path / "rlab_runs").rglob("*.partial"))
     summary = run(RunConfig(db=db, resume="full", keep_checkpoints=1, max_steps=3))  # the advice, taken
     assert summary["status"] == "finished" and summary["last_step"] == 3
@@ -236,10 +237,11 @@ def test_damage_is_found_by_the_page_check_or_by_the_read_that_meets_it(tmp_path
     ids = build_small_db(path)
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        page_size, pages = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count"))
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'trajectories'").fetchone()
     conn.close()
-    with path.open("r+b") as handle:  # the last page: an interior page of trajectories
-        handle.seek(page_size * (pages - 1) + page_size // 2)
+    with path.open("r+b") as handle:  # the trajectories table's root page (pages count from 1), header first
+        handle.seek(page_size * (root - 1))
         handle.write(b"\xff" * (page_size // 4))
     with pytest.raises(RunFileError, match="is damaged"):
         check_run_file(path, writable=False)

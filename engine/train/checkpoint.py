@@ -7,6 +7,7 @@ CPU or GPU.
 
 from __future__ import annotations
 
+import pickle
 import random
 import shutil
 from dataclasses import dataclass
@@ -90,27 +91,39 @@ def load_checkpoint(directory: str | Path, model, optimizer: torch.optim.Optimiz
     so a checkpoint written on CPU resumes on GPU and back.
 
     Raises:
-        CheckpointError: the directory is missing a file, holds a full model
-            where a LoRA one is expected (or the reverse), or its optimizer
-            state is for other parameters (other LoRA settings).
+        CheckpointError: the directory is missing a file, a file is damaged,
+            it holds a full model where a LoRA one is expected (or the
+            reverse), or its optimizer state is for other parameters (other
+            LoRA settings).
     """
     directory = Path(directory)
     for name in (OPTIMIZER_FILE, STATE_FILE):
         if not (directory / name).is_file():
             raise CheckpointError(f"{directory} is not a complete checkpoint: {name} is missing")
-    _load_weights(directory, model)
     device = next(model.parameters()).device
     try:
-        state = torch.load(directory / OPTIMIZER_FILE, map_location=device, weights_only=True)
-        optimizer.load_state_dict(state)
+        _load_weights(directory, model)
+    except SafetensorError as err:  # a weights file cut short or overwritten
+        raise _damaged(directory, err) from err
+    try:
+        optimizer_state = torch.load(directory / OPTIMIZER_FILE, map_location=device, weights_only=True)
+        state = torch.load(directory / STATE_FILE, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, EOFError, RuntimeError) as err:  # torch.load's word for a broken file
+        raise _damaged(directory, err) from err
+    try:
+        optimizer.load_state_dict(optimizer_state)
     except ValueError as err:
         raise CheckpointError(
             f"the optimizer state in {directory} does not fit this optimizer ({err}); "
             "resume with the same model, LoRA settings and trainer"
         ) from err
-    state = torch.load(directory / STATE_FILE, map_location="cpu", weights_only=True)
     _set_global_rng(state["global_rng"])
     return Resumed(step=int(state["step"]), rng_state=state["rng_state"])
+
+
+def _damaged(directory: Path, err: Exception) -> CheckpointError:
+    return CheckpointError(f"{directory} is damaged ({type(err).__name__}: {err}); it cannot be resumed from: "
+                           "fork the run from an earlier checkpoint (rlab fork RUN@STEP)")
 
 
 def load_weights(directory: str | Path, model) -> None:
