@@ -11,13 +11,10 @@ one client; ``send`` runs in the task awaiting it, where
 (``event_hooks=``) would count requests too, but never see a request that
 got no response, so they could not say why it failed.
 
-The time-out is this client's, not httpx's: a request that takes longer than
-its limit raises the builtin ``TimeoutError``, which the openai client does
-not retry, and the judge retries it with its own backoff
-(``RulerJudge(backoff_base_s=...)``). Left to the openai client, a time-out
-would be retried after 0.375-0.5 s whatever the judge is told (its delays
-have no public setting): a group with two 0.2 s time-outs took 0.82-1.10 s
-instead of 0.45 s.
+The time limit is this client's, on the whole request: httpx's own is per
+read, so a server that trickles bytes would never time out. A request over
+the limit raises httpx's ``ReadTimeout``, which the openai client retries as
+it retries its own time-outs (issue 46: one retry policy, the client's).
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import openai
 
 #: What to do about the permanent HTTP errors people hit first.
@@ -81,7 +79,7 @@ class JudgeHttpClient(openai.DefaultAsyncHttpxClient):
         """httpx's ``send``, within :attr:`timeout_s` and logged.
 
         Raises:
-            TimeoutError: no whole response within :attr:`timeout_s`.
+            httpx.ReadTimeout: no whole response within :attr:`timeout_s`.
             httpx's errors, as ``send`` (a refused connection, ...).
         """
         log = _CURRENT.get() or AttemptLog()  # a request no judge call watches is logged nowhere
@@ -91,7 +89,7 @@ class JudgeHttpClient(openai.DefaultAsyncHttpxClient):
                 response = await super().send(request, **kwargs)
         except TimeoutError:
             log.errors.append("request timed out")
-            raise
+            raise httpx.ReadTimeout(f"no whole response within {self.timeout_s} s", request=request) from None
         except Exception as exc:  # httpx's transport errors, which the openai client retries
             log.errors.append(f"connection failed (is the judge server up at base_url?): {exc}")
             raise

@@ -10,18 +10,17 @@ Works against any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM's
 ``vllm serve``, Ollama, llama.cpp's server) through ``openai.AsyncOpenAI``.
 Robustness rules (see :class:`RulerJudge`): scores are matched by
 trajectory_id, never by position; out-of-range scales are rescaled by a fixed
-rule; prose around the JSON is tolerated; transient HTTP errors and failed
-connections are retried by the openai client (its backoff, the server's
-``Retry-After``), time-outs and answers the judge cannot read by this
-module, with backoff; a group that still fails comes back with
-``scores=None`` and an error, never dropped.
+rule; prose around the JSON is tolerated; transient HTTP errors, failed
+connections and time-outs are retried by the openai client (its backoff, the
+server's ``Retry-After``); this module only re-asks, at once, for an answer
+it cannot read (ART's RULER has no retry loop of its own); a group that still
+fails comes back with ``scores=None`` and an error, never dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -167,12 +166,11 @@ class RulerJudge:
             (local servers need no key). It is never logged nor put in results.
         rubric: grading standards in plain text; None uses
             ``engine.rewards.judge.prompt.DEFAULT_RUBRIC``.
-        max_retries: retries after the first attempt (so up to max_retries + 1
-            requests in all) for HTTP 408/409/429/5xx, time-outs, connection
-            errors and unusable answers. Other HTTP errors (401, 404, ...) fail
-            at once. HTTP errors and failed connections are retried by the
-            openai client, given what is left of this budget; time-outs and
-            unusable answers by the judge.
+        max_retries: the openai client's retries of one request (HTTP
+            408/409/429/5xx, time-outs, failed connections), and the judge's
+            re-asks for an answer it cannot read (each re-ask a request the
+            client may retry again). Other HTTP errors (401, 404, ...) fail at
+            once.
         timeout_s: per-request time limit, seconds, from connecting to the
             last byte (``engine.rewards.judge.http_client``).
         prices: model -> (USD per 1M input tokens, USD per 1M output tokens);
@@ -180,15 +178,12 @@ class RulerJudge:
         cache_dir: where answers are cached; None is
             :func:`engine.rewards.judge.cache.default_cache_dir`.
         use_cache: False skips the disk cache entirely.
-        backoff_base_s / backoff_max_s: after a time-out or an unusable
-            answer, the k-th retry waits
-            ``min(backoff_max_s, backoff_base_s * 2**(k-1)) * U(1, 2)``
-            seconds, capped at ``backoff_max_s`` (exponential backoff with
-            jitter). A retry of an HTTP error or a failed connection waits as
-            the openai client decides, which has no public setting for it:
-            the server's ``Retry-After`` (or ``retry-after-ms``) up to 2
-            minutes (a longer one is not retried), else 0.5 s doubling per
-            retry up to 8 s, less up to 25 % jitter.
+
+    A retry waits as the openai client decides (it has no public setting for
+    it): the server's ``Retry-After`` (or ``retry-after-ms``) up to 2 minutes
+    (a longer one is not retried), else 0.5 s doubling per retry up to 8 s,
+    less up to 25 % jitter. A re-ask for an unreadable answer does not wait:
+    the server answered, so it is up.
 
     If the server rejects the JSON-schema ``response_format`` (HTTP 400/422
     naming it), the judge switches, for the rest of its life, to asking for
@@ -196,8 +191,7 @@ class RulerJudge:
     a retry.
 
     Raises:
-        ValueError: ``max_retries`` < 0, ``timeout_s`` <= 0, backoff delays
-            negative or base above max, or an empty model.
+        ValueError: ``max_retries`` < 0, ``timeout_s`` <= 0, or an empty model.
     """
 
     @classmethod
@@ -223,8 +217,6 @@ class RulerJudge:
         prices: Mapping[str, tuple[float, float]] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         use_cache: bool = True,
-        backoff_base_s: float = 0.5,
-        backoff_max_s: float = 30.0,
     ) -> None:
         if not model:
             raise ValueError("model must name the judge model, e.g. 'gpt-4.1-mini'")
@@ -232,10 +224,6 @@ class RulerJudge:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
-        if not 0 <= backoff_base_s <= backoff_max_s:
-            raise ValueError(
-                f"need 0 <= backoff_base_s <= backoff_max_s, got {backoff_base_s} and {backoff_max_s}"
-            )
         self.model = model
         self.base_url = base_url
         self.rubric = rubric if rubric is not None else DEFAULT_RUBRIC
@@ -243,11 +231,8 @@ class RulerJudge:
         self.timeout_s = timeout_s
         self.prices = dict(prices or {})
         self.cache = JudgeCache(cache_dir or default_cache_dir()) if use_cache else None
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
         self.use_response_format = True
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        self._random = random.Random()
         # One client per event loop: building one costs ~0.1 s of CPU (its
         # SSL context), and its connection pool belongs to the loop it ran on.
         self._client: openai.AsyncOpenAI | None = None
@@ -260,7 +245,7 @@ class RulerJudge:
     def _client_here(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            # timeout=None: the time limit is JudgeHttpClient's, whose time-outs the client does not retry
+            # timeout=None: the time limit is JudgeHttpClient's, a whole request's (httpx's is per read)
             self._client = openai.AsyncOpenAI(
                 api_key=self._api_key, base_url=self.base_url, max_retries=self.max_retries,
                 timeout=None, http_client=JudgeHttpClient(self.timeout_s),
@@ -353,10 +338,6 @@ class RulerJudge:
         per_input, per_output = self.prices[self.model]
         return (prompt_tokens * per_input + completion_tokens * per_output) / 1e6
 
-    def _backoff_s(self, failures: int) -> float:
-        delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (failures - 1))
-        return min(self.backoff_max_s, delay * (1.0 + self._random.random()))
-
     def _from_cache(self, key: str) -> JudgeResult | None:
         entry = self.cache.get(key) if self.cache is not None else None
         if entry is None:
@@ -412,16 +393,14 @@ class RulerJudge:
     async def _until_done(
         self, client: openai.AsyncOpenAI, trajectories: Sequence[Sequence[Message]], tally: _Tally
     ) -> JudgeResult | None:
-        """Attempts until an answer, a cache hit, an HTTP error the openai
-        client gave up on, or the last retry; None means failed (reasons in
-        ``tally``).
+        """Attempts until an answer, a cache hit, an error the openai client
+        gave up on, or the last re-ask; None means failed (reasons in ``tally``).
 
-        The openai client retries HTTP errors and failed connections; this
-        loop retries time-outs and answers it cannot read. ``failures``
-        counts the failed requests so far, the client's retries included, so
-        both share ``max_retries``.
+        The openai client retries HTTP errors, time-outs and failed
+        connections; this loop only re-asks, ``max_retries`` times, for an
+        answer it cannot read.
         """
-        failures = 0
+        reasks = 0
         while True:
             request = self._request(trajectories)
             # the server is part of the answer: another server's (or model's) cached verdict is not this one's
@@ -430,34 +409,28 @@ class RulerJudge:
             if (hit := self._from_cache(tally.key)) is not None:
                 tally.mode = "cache"
                 return hit
-            sent_before = tally.http.attempts
-            retrying = client.with_options(max_retries=self.max_retries - failures)
             try:
-                return await self._attempt(retrying, request, len(trajectories), tally)
+                return await self._attempt(client, request, len(trajectories), tally)
             except openai.APIStatusError as exc:
                 if self.use_response_format and _refuses_response_format(exc):
                     self.use_response_format = False
                     # JudgeHttpClient logged the refusal itself
                     tally.http.errors[-1] += " (re-sent asking for JSON in the prompt)"
-                    failures += tally.http.attempts - sent_before - 1  # the switch uses up no retry
                     continue
                 return None  # permanent, or the client's retries ran out (each response logged)
-            except openai.APIConnectionError:  # the client's retries ran out (each failure logged)
+            except openai.APIConnectionError:  # time-outs too: the client's retries ran out (each logged)
                 return None
-            except TimeoutError:  # JudgeHttpClient's limit, which the client does not retry (logged)
-                pass
             except JudgeAnswerError as exc:
                 tally.http.errors.append(str(exc))
-            failures += tally.http.attempts - sent_before
-            if failures > self.max_retries:
+            reasks += 1
+            if reasks > self.max_retries:
                 return None
-            await asyncio.sleep(self._backoff_s(failures))
 
     async def _attempt(
         self, client: openai.AsyncOpenAI, request: dict[str, Any], group_size: int, tally: _Tally
     ) -> JudgeResult:
-        """One request (with the client's retries); raises openai errors,
-        ``TimeoutError`` or :class:`JudgeAnswerError`."""
+        """One request (with the client's retries); raises openai errors
+        or :class:`JudgeAnswerError`."""
         with tally.http.watching():
             response = await client.chat.completions.create(**request)
         if response.usage is not None:
