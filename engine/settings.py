@@ -10,9 +10,10 @@ A run's options are fixed at its start, with three ways to change some:
 - ``rlab fork RUN@STEP [options]``: a new run from a checkpoint, where
   every option may change except those the checkpoint fixes (:data:`FIXED_ON_FORK`).
 
-A TRL run (``engine.integrations.trl``) takes fewer between steps: those
-every process can apply at one step without rebuilding the trainer
-(:data:`TRL_BETWEEN_STEPS`); :data:`TRL_REFUSED` says why not the others.
+Another trainer takes what its integration declares (:class:`TrainerSettings`,
+registered under the ``rlab.trainers`` entry point named after the run's
+scenario; TRL's is ``engine.integrations.trl_settings.SETTINGS``), so a third
+trainer adds its own entry, not a branch here.
 
 Every change is checked by ``RunConfig``'s own validators (:func:`changed`),
 so a value ``rlab run`` refuses is refused here with the same one line.
@@ -20,14 +21,16 @@ so a value ``rlab run`` refuses is refused here with the same one line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from rlab.engine.config import RunConfig
-from rlab.engine.flags import flag, validation_message
+from rlab.engine.flags import assignments, flag, validation_message
 
 #: What ``rlab set`` changes between two steps, and why each is safe there.
 BETWEEN_STEPS: dict[str, str] = {
@@ -42,25 +45,6 @@ BETWEEN_STEPS: dict[str, str] = {
                         "spans steps",
     "eval_every": "when the next held-out evals run; past ones stay",
     "alerts": "the alerts' thresholds and pause_on; the watch keeps its windows and baselines",
-}
-
-#: What ``rlab set`` changes on a TRL run, applied on every process at one step end.
-TRL_BETWEEN_STEPS: dict[str, str] = {
-    "lr": "the peak of the trainer's schedule: the scheduler's base rates and the optimizer's current ones",
-    "beta": "the KL weight TRL reads at every loss, between two values above 0 (TRL builds its reference model "
-            "only when beta is not 0 at the start)",
-}
-
-#: Why a TRL run refuses the other :data:`BETWEEN_STEPS` settings (TRL 1.16).
-TRL_REFUSED: dict[str, str] = {
-    "temperature": "GRPOTrainer bakes it into the loss's log-probability head when it starts "
-                   "(trl.trainer.utils.add_fused_lm_head): a change would sample at one temperature and train at "
-                   "another; set GRPOConfig(temperature=...) and restart",
-    "max_new_tokens": "GRPOTrainer builds its generation config (and vLLM's sampling) once: "
-                      "set GRPOConfig(max_completion_length=...) and restart",
-    "prompts_per_step": "the batch size is fixed by the dataloader and accelerate's sharding at the start",
-    "eval_every": "TRL's own eval_steps schedules evaluation; the lab runs no held-out eval in a TRL run",
-    "alerts": "set them when attaching: RlabCallback(..., alerts={...})",
 }
 
 #: What ``--resume`` takes besides :data:`BETWEEN_STEPS`: budgets, checkpoints, where the run executes.
@@ -153,17 +137,18 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     Raises:
         SettingsError: a word without ``=`` or a key.
     """
+    try:
+        given = assignments(pairs, form="KEY=VALUE", example="lr=2e-5 or alert.hack_gap=0.2")
+    except ValueError as err:
+        raise SettingsError(str(err)) from None
     out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise SettingsError(f"{pair!r}: give KEY=VALUE, e.g. lr=2e-5 or alert.hack_gap=0.2")
+    for key, value in given.items():
+        key = key.replace("-", "_")
         head, dot, name = key.partition(".")
         if dot and head in ("alert", "alerts"):
-            out.setdefault("alerts", {})[name] = value.strip()
+            out.setdefault("alerts", {})[name] = value
         else:
-            out[key] = value.strip()
+            out[key] = value
     return out
 
 
@@ -215,50 +200,62 @@ def check_reference(beta: float, has_reference: bool) -> None:
                             "with --beta 0); fork it with --beta to start one that does")
 
 
+@dataclass(frozen=True)
+class TrainerSettings:
+    """What ``rlab set`` may change between a trainer's steps.
+
+    between_steps: setting -> why it is safe to change then. refused:
+    setting -> why not (said when one is asked for). check(run, events,
+    given): the changes ``given`` (``KEY -> VALUE`` as typed) makes to the
+    stored live run ``run`` whose ``events`` hold the changes so far, each
+    checked by RunConfig, only those that differ; raises :class:`SettingsError`.
+    """
+
+    between_steps: Mapping[str, str]
+    refused: Mapping[str, str]
+    check: Callable[[Mapping[str, Any], Iterable[Mapping[str, Any]], Mapping[str, Any]], dict[str, Any]]
+
+
+def _engine_changes(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
+                    given: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's check (:data:`BETWEEN_STEPS`) at the run's next step, the reference model included."""
+    started = stored_options(run)
+    base, _ = config_at(started, settings_plan(events), (run["last_step"] or 0) + 1)
+    config, changes = changed(base, given, BETWEEN_STEPS, as_flags=False,
+                              refusal=f"rlab set changes only: {', '.join(BETWEEN_STEPS)} (README, \"Test a "
+                              "change against its control\", says why each)")
+    check_reference(config.beta, has_reference=started.beta > 0 or started.lora_rank > 0)
+    return changes
+
+
+#: The engine's own rules (``rlab run``).
+ENGINE_SETTINGS = TrainerSettings(BETWEEN_STEPS, {}, _engine_changes)
+
+#: The entry-point group a trainer integration registers its :class:`TrainerSettings` in.
+TRAINERS_GROUP = "rlab.trainers"
+
+
+def trainer_settings(scenario: str) -> TrainerSettings:
+    """The rules of a run whose scenario is ``scenario``: a trainer integration's, registered
+    under :data:`TRAINERS_GROUP` with that name (``trl``), else the engine's."""
+    found = entry_points(group=TRAINERS_GROUP, name=scenario)
+    return next(iter(found)).load() if found else ENGINE_SETTINGS
+
+
 def checked_for_run(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
                     given: Mapping[str, Any]) -> dict[str, Any]:
-    """``rlab set``'s check of ``given`` against a stored live run: what it may change
-    (:data:`BETWEEN_STEPS`; a TRL run's: :data:`TRL_BETWEEN_STEPS`), each value by
-    RunConfig's validators; the changes as JSON-ready values (only those that differ).
+    """``rlab set``'s check of ``given`` against a stored live run: what its trainer lets
+    change (:func:`trainer_settings`), each value by RunConfig's validators; the changes as
+    JSON-ready values (only those that differ).
 
     Raises:
         SettingsError: an option it may not change (with the reason), a bad value,
             or nothing that changes.
     """
-    if run["scenario"] == "trl":
-        now = {"lr": run["config"].get("learning_rate", 5e-4), "beta": run["config"].get("beta", 0.0)}
-        for _, made in settings_plan(events):  # every change so far is in force in a live run
-            now.update(made)
-        changes = trl_changes(given, **now)
-    else:
-        started = stored_options(run)
-        base, _ = config_at(started, settings_plan(events), (run["last_step"] or 0) + 1)
-        config, changes = changed(base, given, BETWEEN_STEPS, as_flags=False,
-                                  refusal=f"rlab set changes only: {', '.join(BETWEEN_STEPS)} (README, \"Test a "
-                                  "change against its control\", says why each)")
-        check_reference(config.beta, has_reference=started.beta > 0 or started.lora_rank > 0)
+    changes = trainer_settings(run["scenario"]).check(run, events, given)
     if not changes:
         raise SettingsError(f"{', '.join(f'{k}={v}' for k, v in given.items())}: the run already has these values")
     return RunConfig.model_validate(changes).model_dump(mode="json", include=set(changes))
-
-
-def trl_changes(given: Mapping[str, Any], *, lr: float, beta: float) -> dict[str, Any]:
-    """The changes ``given`` makes to a TRL run whose schedule peaks at ``lr`` and
-    whose KL weight is ``beta`` (:data:`TRL_BETWEEN_STEPS`), checked by RunConfig.
-
-    Raises:
-        SettingsError: a setting a TRL run refuses (:data:`TRL_REFUSED`, with the
-            reason), a bad value, or a beta to or from 0.
-    """
-    for name in given:
-        if name in TRL_REFUSED:
-            raise SettingsError(f"{name} cannot change on a TRL run: {TRL_REFUSED[name]}")
-    base = RunConfig(lr=lr, beta=beta)
-    _, changes = changed(base, given, TRL_BETWEEN_STEPS, as_flags=False,
-                         refusal=f"rlab set changes a TRL run's {', '.join(TRL_BETWEEN_STEPS)}")
-    if "beta" in changes and (changes["beta"] == 0) != (base.beta == 0):
-        raise SettingsError(f"beta={changes['beta']:g}: {TRL_BETWEEN_STEPS['beta']}")
-    return changes
 
 
 def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) -> str:

@@ -431,6 +431,9 @@ def test_an_alert_in_pause_on_pauses_the_run_until_resumed(tmp_path):
         worker.join(10)
         with StoreReader(a.db) as reader:
             events = [(e["step"], e["kind"], e["payload"]) for e in reader.events(rid)]
+        # every reward is perfect: the first step's zero-spread warning comes first
+        assert events[0][1] == "warning" and "every advantage is 0" in events[0][2]["warning"]
+        events = events[1:]
         assert [(s, k) for s, k, _ in events] == [(1, "alert"), (1, "pause"), (1, "resume")]
         assert events[0][2]["alert"] == "perfect_share" and events[0][2]["action"] == "pause"
         assert events[1][2]["reason"] == "alert: perfect_share"

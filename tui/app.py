@@ -51,19 +51,16 @@ from rlab.engine.alerts import AlertThresholds
 from rlab.engine.rewards.edit.stored import ExampleIndex
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
-from rlab.tui.advantages import AdvantagesScreen
 from rlab.tui.dashboard import DashboardScreen
 from rlab.tui.dialogs import HelpScreen, QuitScreen, SearchScreen
 from rlab.tui.feed import FeedUpdate, Poll, RunFeed
 from rlab.tui.filesize import FileGrowth
-from rlab.tui.group_view import GroupScreen
-from rlab.tui.inspector import TrajectoryScreen
 from rlab.tui.readers import LockedReader
 from rlab.tui.change_dialogs import ChangeActions
 from rlab.tui.reward_actions import RewardActions
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineProgress, EngineStatus, EngineSupervisor
-from rlab.tui.view import Cursor, NavScreen, View, ViewLoader
+from rlab.tui.view import VIEWS, Cursor, NavScreen, View, ViewLoader, load_view_plugins
 
 POLL_SECONDS = 0.25
 """How often the store is polled for new data (seconds)."""
@@ -134,6 +131,7 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
                  engine_cmd: list[str] | None = None,
                  thresholds: AlertThresholds | None = None) -> None:
         super().__init__()
+        load_view_plugins()
         if engine_cmd and not run_name:
             raise ValueError("engine_cmd needs run_name: pass the --name given to the engine")
         if not engine_cmd and not Path(db_path).exists():
@@ -358,13 +356,15 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
         if cursor.step is None or self.run_id is None:
             return
         view = self._views.load(self.run_id, cursor, group_id, traj_id,
-                                with_turns=self._advantages_open)
+                                with_turns=self._all_turns_shown)
         if not get_current_worker().is_cancelled:
             self.call_from_thread(self._show_view, view)
 
     @property
-    def _advantages_open(self) -> bool:
-        return any(isinstance(s, AdvantagesScreen) for s in self.screen_stack)
+    def _all_turns_shown(self) -> bool:
+        """Whether an open view shows every trajectory's turns (``ViewEntry.all_turns``)."""
+        return any(VIEWS[s.VIEW_NAME].all_turns for s in self.screen_stack
+                   if isinstance(s, NavScreen) and s.VIEW_NAME in VIEWS)
 
     def _show_view(self, view: View) -> None:
         self.cursor = view.cursor
@@ -373,16 +373,17 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
             self.call_after_refresh(setattr, self, "_painted", True)
 
     def action_open(self, which: str) -> None:
-        """``g``/``t``/``a``: open the group view, trajectory inspector or advantages view."""
-        screens = {"group": GroupScreen, "trajectory": TrajectoryScreen, "advantages": AdvantagesScreen}
-        if which not in screens:
-            raise ValueError(f"unknown view {which!r}; expected one of {sorted(screens)}")
-        if type(self.screen) is screens[which]:
+        """A view's key (``g``/``t``/``a``, ``tui.view.VIEWS``): open its screen on the cursor."""
+        if which not in VIEWS:
+            raise ValueError(f"unknown view {which!r}; expected one of {sorted(VIEWS)}")
+        entry = VIEWS[which]
+        screen = entry.screen_class()
+        if type(self.screen) is screen:
             return
         if isinstance(self.screen, NavScreen) and self.screen is not self.screen_stack[1]:
             self.pop_screen()
-        self.push_screen(screens[which]())
-        if which == "advantages":
+        self.push_screen(screen())
+        if entry.all_turns:
             self.load_view()  # again, now with every episode's turns
 
     # ---- control keys -----------------------------------------------------------

@@ -9,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Markdown
 
 from rlab.store.reader import SCAN_TRAJECTORIES
+from rlab.tui.view import VIEWS
 
 HELP = """\
 # Keys
@@ -22,10 +23,7 @@ HELP = """\
 | `←` `→` | previous / next group of the step |
 | `↑` `↓` | previous / next trajectory of the group |
 | `b` `w` | jump to the best / worst-rewarded trajectory of the group |
-| `g` | group view: the group's trajectories side by side |
-| `t` | trajectory inspector: turns, details, tokens shaded by advantage |
-| `a` | advantages view: per-turn GiGPO advantages and anchor groups |
-| `s` | (group / advantages view) change the sort |
+{views}| `s` | (group / advantages view) change the sort |
 | `v` | (group view, after a reward edit) the group's ranking under two reward versions |
 | `l` | (trajectory inspector) shade tokens by advantage or by logprob |
 | `/` | search trajectory text in this run |
@@ -47,6 +45,12 @@ edit, orange = pause, cyan = the step a fork started from, yellow = a settings
 change. A fork's parent is drawn dotted beside it (`· parent`). Alerts (reward-hacking watch) name the step that raised
 them; `enter` on one opens its groups.
 """
+
+
+def help_text() -> str:
+    """:data:`HELP` with a row per registered view (``tui.view.VIEWS``), after the cursor keys."""
+    rows = "".join(f"| `{v.key}` | {v.help} |\n" for v in VIEWS.values())
+    return HELP.replace("{views}", rows)
 
 
 class QuitScreen(ModalScreen[str]):
@@ -87,7 +91,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Markdown(HELP)
+            yield Markdown(help_text())
         yield Footer(compact=True)
 
 

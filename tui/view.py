@@ -11,7 +11,10 @@ the footer lists them only on screens where they work.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
 
 from textual.binding import Binding
 from textual.screen import Screen
@@ -104,7 +107,41 @@ class ViewLoader:
         return view
 
 
-NAV_BINDINGS = [
+@dataclass(frozen=True)
+class ViewEntry:
+    """An inspection view: its key opens its screen on the cursor's :class:`View`.
+
+    name: the view's name (``app.open(name)``; its screen's ``VIEW_NAME``).
+    key: the key that opens it. label: its footer label. help: its line in
+    the help screen (``?``). screen: its :class:`NavScreen` subclass, or
+    ``"module:Class"``, imported when first opened. all_turns: it shows
+    every trajectory's turns of the group (:attr:`View.turns`), read only
+    while it is open.
+    """
+
+    name: str
+    key: str
+    label: str
+    help: str
+    screen: str | type[NavScreen]
+    all_turns: bool = False
+
+    def screen_class(self) -> type[NavScreen]:
+        """The view's screen class (imported now if given as ``"module:Class"``)."""
+        if isinstance(self.screen, str):
+            module, _, name = self.screen.partition(":")
+            return getattr(importlib.import_module(module), name)
+        return self.screen
+
+
+VIEWS: dict[str, ViewEntry] = {}
+"""The registered views by name, in the order their keys show: a new view is
+its module plus one :func:`register_view` call (or a ``rlab.views`` entry point)."""
+
+#: The entry-point group a package registers its own views in (each a :class:`ViewEntry`).
+VIEWS_GROUP = "rlab.views"
+
+CURSOR_BINDINGS = [
     Binding("left_square_bracket", "app.move_step(-1)", "Step", key_display="[ ]"),
     Binding("right_square_bracket", "app.move_step(1)", "Next step", show=False),
     Binding("end", "app.follow_newest", "Newest", show=False),
@@ -114,11 +151,47 @@ NAV_BINDINGS = [
     Binding("down", "app.move_traj(1)", "Next traj", show=False),
     Binding("b", "app.jump_traj('best')", "Best", show=False),
     Binding("w", "app.jump_traj('worst')", "Worst", show=False),
-    Binding("g", "app.open('group')", "Group"),
-    Binding("t", "app.open('trajectory')", "Traj"),
-    Binding("a", "app.open('advantages')", "Adv"),
 ]
 """Cursor keys, shared by the inspection screens (each arrow pair shows once in the footer)."""
+
+
+def register_view(entry: ViewEntry) -> None:
+    """Add ``entry`` to :data:`VIEWS`: its key opens it on every inspection screen
+    made from now on, and the help screen lists it.
+
+    Raises:
+        ValueError: its name is registered, or its key is a cursor key or another view's.
+    """
+    taken = {b.key for b in CURSOR_BINDINGS} | {v.key for v in VIEWS.values()}
+    if entry.name in VIEWS or entry.key in taken:
+        raise ValueError(f"view {entry.name!r} (key {entry.key!r}): that name or key is taken; "
+                         f"keys in use: {', '.join(sorted(taken))}")
+    VIEWS[entry.name] = entry
+
+
+def load_view_plugins() -> None:
+    """Register the views other packages declare under :data:`VIEWS_GROUP` (once each)."""
+    for point in entry_points(group=VIEWS_GROUP):
+        if point.name not in VIEWS:
+            register_view(point.load())
+
+
+def _binding(entry: ViewEntry) -> Binding:
+    return Binding(entry.key, f"app.open({entry.name!r})", entry.label)
+
+
+for _entry in (
+    ViewEntry("group", "g", "Group", "group view: the group's trajectories side by side",
+              "rlab.tui.group_view:GroupScreen"),
+    ViewEntry("trajectory", "t", "Traj", "trajectory inspector: turns, details, tokens shaded by advantage",
+              "rlab.tui.inspector:TrajectoryScreen"),
+    ViewEntry("advantages", "a", "Adv", "advantages view: per-turn GiGPO advantages and anchor groups",
+              "rlab.tui.advantages:AdvantagesScreen", all_turns=True),
+):
+    register_view(_entry)
+
+NAV_BINDINGS = CURSOR_BINDINGS + [_binding(v) for v in VIEWS.values()]
+"""The cursor keys and the built-in views' keys (what every :class:`NavScreen` class binds)."""
 
 
 class NavScreen(Screen):
@@ -127,7 +200,14 @@ class NavScreen(Screen):
 
     BINDINGS = NAV_BINDINGS
     VIEW_NAME: str | None = None
-    """``group``, ``trajectory`` or ``advantages``: its own key is hidden here."""
+    """Its name in :data:`VIEWS` (``group``, ...): its own key is hidden here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # views registered after the screen classes were made (a plugin's, a test's)
+        for entry in VIEWS.values():
+            if entry.key not in self._bindings.key_to_bindings:
+                self._bindings.bind(entry.key, f"app.open({entry.name!r})", entry.label)
 
     def on_mount(self) -> None:
         # init: a screen opened after the cursor moved starts on the current view.

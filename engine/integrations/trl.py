@@ -24,7 +24,7 @@ runs process 0 (or over ssh to it):
 - ``rlab set RUN lr=3e-5 --db runs.db`` (``o`` in the TUI) moves the
   schedule's peak (``beta`` too, between values above 0) on every process
   at the same step end; what TRL fixes at its start (temperature, ...) is
-  refused with the reason (``engine.settings.TRL_REFUSED``);
+  refused with the reason (``engine.integrations.trl_settings.TRL_REFUSED``);
 - the alerts (length drift, collapse, no signal, hack, ...) run on every
   stored step, are stored as events, and pause the run on ``pause_on``;
 - ``judge=JudgeSettings(...)`` adds a RULER judge as one more reward
@@ -97,12 +97,12 @@ from rlab.engine.config import JudgeSettings
 from rlab.engine.integrations.trl_judge import JUDGE_NAME, JudgedBatch, JudgeReward
 from rlab.engine.integrations.trl_ranks import Ranks
 from rlab.engine.integrations.trl_rewards import FixedReward, GenerationRows, TrlRewards, functions_source
-from rlab.engine.integrations.trl_settings import apply_settings, current_settings, lambda_scheduler
+from rlab.engine.integrations.trl_settings import apply_settings, current_settings, lambda_scheduler, trl_changes
 from rlab.engine.recorder import Pauses, Recorder, RunRef, StepRecord, say
 from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.edit.gate import check_samples
 from rlab.engine.rewards.scoring_process import RubricVersion
-from rlab.engine.settings import SettingsError, trl_changes
+from rlab.engine.settings import SettingsError
 from rlab.engine.success import SuccessError, SuccessRule
 from rlab.store.formats.trl import NAME, logged_table, rows_to_step, split_groups
 from rlab.store.formats.write import free_name
@@ -410,7 +410,7 @@ class RlabCallback(TrainerCallback):
                 "settings": self._check_settings(step)}
 
     def _check_settings(self, step: int) -> list[tuple[int, dict[str, Any]]]:
-        """The pending ``rlab set`` commands this run can apply (``engine.settings.trl_changes``),
+        """The pending ``rlab set`` commands this run can apply (``engine.integrations.trl_settings.trl_changes``),
         as (command id, changes); the others are rejected with the reason."""
         assert self.recorder is not None
         accepted = []

@@ -1,15 +1,74 @@
 """``rlab set`` on a TRL run: the learning rate's peak and the KL weight, applied on every process.
 
-The attachment decides on the main process which changes a TRL run takes
-(``engine.settings.trl_changes``) and broadcasts them; at the same step end
-every process calls :func:`apply_settings` on its own trainer, so all ranks
-train the next step with the same values.
+What a TRL run takes between steps is :data:`TRL_BETWEEN_STEPS`, those every
+process can apply at one step without rebuilding the trainer;
+:data:`TRL_REFUSED` says why not the others. :data:`SETTINGS` declares them
+to ``rlab set`` (entry point ``rlab.trainers``: ``trl``). The attachment
+decides on the main process which changes a TRL run takes (:func:`trl_changes`)
+and broadcasts them; at the same step end every process calls
+:func:`apply_settings` on its own trainer, so all ranks train the next step
+with the same values.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from rlab.engine.config import RunConfig
+from rlab.engine.settings import SettingsError, TrainerSettings, changed, settings_plan
+
+#: What ``rlab set`` changes on a TRL run, applied on every process at one step end.
+TRL_BETWEEN_STEPS: dict[str, str] = {
+    "lr": "the peak of the trainer's schedule: the scheduler's base rates and the optimizer's current ones",
+    "beta": "the KL weight TRL reads at every loss, between two values above 0 (TRL builds its reference model "
+            "only when beta is not 0 at the start)",
+}
+
+#: Why a TRL run refuses the engine's other between-step settings (TRL 1.16).
+TRL_REFUSED: dict[str, str] = {
+    "temperature": "GRPOTrainer bakes it into the loss's log-probability head when it starts "
+                   "(trl.trainer.utils.add_fused_lm_head): a change would sample at one temperature and train at "
+                   "another; set GRPOConfig(temperature=...) and restart",
+    "max_new_tokens": "GRPOTrainer builds its generation config (and vLLM's sampling) once: "
+                      "set GRPOConfig(max_completion_length=...) and restart",
+    "prompts_per_step": "the batch size is fixed by the dataloader and accelerate's sharding at the start",
+    "eval_every": "TRL's own eval_steps schedules evaluation; the lab runs no held-out eval in a TRL run",
+    "alerts": "set them when attaching: RlabCallback(..., alerts={...})",
+}
+
+
+def trl_changes(given: Mapping[str, Any], *, lr: float, beta: float) -> dict[str, Any]:
+    """The changes ``given`` makes to a TRL run whose schedule peaks at ``lr`` and
+    whose KL weight is ``beta`` (:data:`TRL_BETWEEN_STEPS`), checked by RunConfig.
+
+    Raises:
+        SettingsError: a setting a TRL run refuses (:data:`TRL_REFUSED`, with the
+            reason), a bad value, or a beta to or from 0.
+    """
+    for name in given:
+        if name in TRL_REFUSED:
+            raise SettingsError(f"{name} cannot change on a TRL run: {TRL_REFUSED[name]}")
+    base = RunConfig(lr=lr, beta=beta)
+    _, changes = changed(base, given, TRL_BETWEEN_STEPS, as_flags=False,
+                         refusal=f"rlab set changes a TRL run's {', '.join(TRL_BETWEEN_STEPS)}")
+    if "beta" in changes and (changes["beta"] == 0) != (base.beta == 0):
+        raise SettingsError(f"beta={changes['beta']:g}: {TRL_BETWEEN_STEPS['beta']}")
+    return changes
+
+
+def _stored_run_changes(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
+                        given: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`trl_changes` against a stored live TRL run: its GRPOConfig values, every change so far in force."""
+    now = {"lr": run["config"].get("learning_rate", 5e-4), "beta": run["config"].get("beta", 0.0)}
+    for _, made in settings_plan(events):
+        now.update(made)
+    return trl_changes(given, **now)
+
+
+#: A TRL run's rules for ``rlab set`` (registered as the ``trl`` trainer).
+SETTINGS = TrainerSettings(TRL_BETWEEN_STEPS, TRL_REFUSED, _stored_run_changes)
 
 
 def current_settings(trainer: Any) -> tuple[float, float]:
