@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from rlab.engine.flags import flag, validation_message
+from rlab.engine.flags import assignments, flag, validation_message
 from pydantic.fields import FieldInfo
 
 if typing.TYPE_CHECKING:
@@ -89,12 +89,11 @@ class _NameValue(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        name, sep, value = str(values).partition("=")
-        if not sep or not name.strip():
-            raise argparse.ArgumentError(self, f"{values!r}: give NAME=VALUE, e.g. {option_string} length_drift=0.3")
-        collected = dict(getattr(namespace, self.dest, None) or {})
-        collected[name.strip()] = value.strip()
-        setattr(namespace, self.dest, collected)
+        try:
+            given = assignments([str(values)], example=f"{option_string} length_drift=0.3")
+        except ValueError as err:
+            raise argparse.ArgumentError(self, str(err)) from None
+        setattr(namespace, self.dest, dict(getattr(namespace, self.dest, None) or {}) | given)
 
 
 def _help(info: FieldInfo, default_shown: bool = True) -> str:
@@ -182,6 +181,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         return RunConfig.model_validate(given)
     except ValidationError as err:
         raise CliError(validation_message(err, given)) from None
+
+
+def engine_command(argv: list[str]) -> list[str]:
+    """The engine's command line for run options ``argv`` (``--headless`` dropped): the one
+    builder of it, for the TUI's run and its fork dialog. ``python -P -m rlab.engine``: -P
+    keeps the working directory off ``sys.path``, so a user's files cannot shadow our modules."""
+    return [sys.executable, "-P", "-m", "rlab.engine", *(a for a in argv if a != "--headless")]
 
 
 def check_options(config: RunConfig) -> None:
@@ -461,9 +467,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def guarded(command: typing.Callable[[], int]) -> int:
-    """Run a ``run`` command, turning expected errors into one line (exit 2)."""
+    """Run a ``run`` command, turning expected errors into one line (exit 2)
+    and an error that ended a started run into the one line that says where
+    its traceback is kept (exit 1; ``engine.step.RunCrashed``)."""
+    from rlab.engine.step import RunCrashed
+
     try:
         return command()
+    except RunCrashed as err:
+        print(f"{ERROR_PREFIX}{err}", file=sys.stderr)
+        return 1
     except expected_errors() as err:
         print(error_line(err), file=sys.stderr)
         return 2

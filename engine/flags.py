@@ -8,20 +8,38 @@ import it at start-up.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
 
 
-FLAG_NAMES = {"alerts": "--alert"}
+FLAG_NAMES = {"alerts": "--alert", "ks": "--k"}
 """Flags named otherwise than their field (dest -> flag): one threshold per
-``--alert NAME=VALUE``, as README and ``rlab watch --alert`` say it."""
+``--alert NAME=VALUE``, as README and ``rlab watch --alert`` say it; ``rlab
+eval --k`` for LoopSettings' ``ks``."""
 
 
 def flag(dest: str) -> str:
     """The flag of a config path: ``max_steps`` -> ``--max-steps``,
     ``judge.model`` -> ``--judge-model`` (or its :data:`FLAG_NAMES` name)."""
     return FLAG_NAMES.get(dest) or "--" + dest.replace(".", "-").replace("_", "-")
+
+
+def assignments(words: Iterable[str], *, form: str = "NAME=VALUE", example: str) -> dict[str, str]:
+    """``NAME=VALUE`` words as name -> value, both stripped, later words winning: the one
+    parser of ``--alert NAME=VALUE``, ``rlab watch --alert`` and ``rlab set KEY=VALUE``.
+
+    Raises:
+        ValueError: a word without ``=`` or a name: ``'WORD': give FORM, e.g. EXAMPLE``.
+    """
+    out = {}
+    for word in words:
+        name, sep, value = word.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{word!r}: give {form}, e.g. {example}")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def validation_message(err: ValidationError, given: dict[str, Any] | None = None) -> str:

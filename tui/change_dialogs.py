@@ -14,7 +14,6 @@ first as ``rlab set`` checks it, and shows the engine's answer.
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
@@ -111,7 +110,8 @@ def checked_fork(argv: list[str]) -> list[str]:
         rlab.engine.cli.CliError: a refused option or value, an unknown flag,
             no such checkpoint (one line, as ``rlab fork`` prints it).
     """
-    from rlab.engine.cli import ArgumentParser, CliError, add_fork_arguments, check_options, config_from_args
+    from rlab.engine.cli import (ArgumentParser, CliError, add_fork_arguments, check_options, config_from_args,
+                                 engine_command)
 
     class Refusing(ArgumentParser):
         def error(self, message: str) -> NoReturn:
@@ -123,8 +123,7 @@ def checked_fork(argv: list[str]) -> list[str]:
     if unknown:
         raise CliError(f"unrecognized option {unknown[0]} (see `rlab fork --help`)")
     check_options(config_from_args(args))
-    given = [word for word in argv[2:] if word != "--headless"]
-    return [sys.executable, "-P", "-m", "rlab.engine", "--fork-from", argv[1], *given]
+    return engine_command(["--fork-from", argv[1], *argv[2:]])
 
 
 class ForkScreen(ModalScreen[str | None]):

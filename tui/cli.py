@@ -78,7 +78,7 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     watch.add_argument("--follow", type=_folder, metavar="DIR",
                        help="import a TRL output_dir / verl rollout dir as it is written, and watch it")
     index = sub.add_parser("index", help="build a text index of the file's completions, so `/` in the TUI "
-                           "finds text in every trajectory at once (the file grows: docs/architecture.md)")
+                           "finds text in every trajectory at once (the file grows: docs/results.md)")
     index.add_argument("--db", type=Path, default=DEFAULT_DB)
     runs = sub.add_parser("runs", help="list the runs in a file")
     runs.add_argument("--db", type=Path, default=DEFAULT_DB)
@@ -226,24 +226,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _alert_thresholds(pairs: list[str]) -> dict[str, str]:
     """``--alert NAME=VALUE`` options as a dict (names and values are checked by AlertThresholds)."""
-    out = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"--alert {pair!r}: give NAME=VALUE, e.g. --alert length_drift=0.3")
-        out[name.strip()] = value.strip()
-    return out
+    from rlab.engine.flags import assignments
+
+    try:
+        return assignments(pairs, example="--alert length_drift=0.3")
+    except ValueError as err:
+        raise ValueError(f"--alert {err}") from None
 
 
 def _checked_alerts(thresholds: dict[str, Any]):
-    """AlertThresholds from a dict, or a one-line ValueError naming the bad names and the known ones."""
+    """AlertThresholds from a dict, checked as ``rlab run --alert`` checks them (RunConfig), or
+    the one-line ValueError it gives, naming the bad names and the known ones."""
     from rlab.engine.alerts import AlertThresholds
+    from rlab.engine.config import RunConfig
+    from rlab.engine.flags import validation_message
 
     try:
-        return AlertThresholds.model_validate(thresholds)
+        return AlertThresholds.model_validate(RunConfig(alerts=thresholds).alerts)
     except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ValueError(f"--alert: {problems}; thresholds are {', '.join(AlertThresholds.model_fields)}") from None
+        raise ValueError(validation_message(err)) from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -274,10 +275,10 @@ def cmd_set(args: argparse.Namespace) -> int:
 
 
 def _engine_command(args: argparse.Namespace, name: str) -> list[str]:
-    """The engine's command line: ``python -P -m rlab.engine`` (-P: the
-    working directory cannot shadow our modules) with the typed run options."""
-    given = [a for a in getattr(args, "argv", []) if a != "--headless"]
-    return [sys.executable, "-P", "-m", "rlab.engine", *given, "--db", str(args.db), "--name", name]
+    """The engine's command line (``engine.cli.engine_command``) with the typed run options."""
+    from rlab.engine.cli import engine_command
+
+    return engine_command([*getattr(args, "argv", []), "--db", str(args.db), "--name", name])
 
 
 def _task_label(task: str | dict | None) -> str | None:
@@ -481,8 +482,9 @@ def cmd_loop(args: argparse.Namespace) -> int:
     try:
         settings = LoopSettings(kind=args.command, **fields)
     except ValidationError as err:  # one line naming the option, not pydantic's report
-        raise ValueError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: "
-                                   f"{e['msg'].removeprefix('Value error, ')}" for e in err.errors())) from None
+        from rlab.engine.flags import validation_message
+
+        raise ValueError(validation_message(err, fields)) from None
     result = run_loop(settings)
     if args.json:
         print(json.dumps({"run_id": result.run_id, "name": result.name, **result.summary}))
