@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # torch-backed; only the type is needed here
-    from rlab.engine.policy.sampling import PrefixCache
+    from rlab.engine.policy.kv import PrefixCache
 
 #: An OpenAI-style chat message: {"role": ..., "content": ...}.
 Message = dict[str, Any]

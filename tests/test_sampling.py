@@ -7,9 +7,9 @@ import os
 import pytest
 import torch
 
-from rlab.engine.policy import sampling
+from rlab.engine.policy import kv, sampling
 from rlab.engine.policy.model import Policy
-from rlab.engine.policy.sampling import PrefixCache, left_pad
+from rlab.engine.policy.kv import PrefixCache, left_pad
 
 # transformers 5.2x renamed forward's `past_key_values` to `cache` and warns on
 # the old name: every sampling path here passes the cache the way it wants.
@@ -77,7 +77,7 @@ def test_the_start_all_prompts_share_runs_once_and_samples_what_a_full_prefill_s
     and sampled log-probs are those of a full forward pass over each prompt."""
     prompts = [p for p in _system_prompts(policy, 4) for _ in range(2)]
     shared = len(os.path.commonprefix(prompts))
-    assert shared >= sampling.MIN_SHARED_PREFIX_TOKENS
+    assert shared >= kv.MIN_SHARED_PREFIX_TOKENS
     widths = []
     real = policy.model.forward
 
@@ -252,8 +252,8 @@ def test_a_model_from_before_the_rename_gets_past_key_values():
         def forward(self, input_ids, attention_mask=None, cache=None, use_cache=None):
             return None
 
-    assert list(sampling.with_cache(OldCausalLM(), "kv")) == ["past_key_values"]
-    assert list(sampling.with_cache(NewCausalLM(), "kv")) == ["cache"]
+    assert list(kv.with_cache(OldCausalLM(), "kv")) == ["past_key_values"]
+    assert list(kv.with_cache(NewCausalLM(), "kv")) == ["cache"]
 
 
 def test_a_draw_follows_the_tempered_softmax_and_its_logprob_is_the_tokens():

@@ -280,7 +280,7 @@ def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(p
     """A system prompt every trained prompt starts with runs once per update, not once per
     distinct prompt of each micro-batch; its KV's gradients, gathered over the micro-batches,
     flow back through that one pass: the loss, metrics and gradients of prompts run whole."""
-    from rlab.engine.policy import sampling
+    from rlab.engine.policy import kv
     from rlab.engine.policy.lora import LoraSettings, apply_lora
 
     model = apply_lora(policy.model, LoraSettings(rank=4)) if lora else policy.model
@@ -294,10 +294,10 @@ def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(p
     monkeypatch.setattr(trainer_module, "LOGITS_BUDGET_BYTES", 2 * 5 * vocab_size(model) * 4)
     start = {k: v.clone() for k, v in model.state_dict().items()}
     config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0)
-    runs, fewest = {}, sampling.MIN_SHARED_PREFIX_TOKENS
+    runs, fewest = {}, kv.MIN_SHARED_PREFIX_TOKENS
     for minimum in (fewest, 10**6):
         model.load_state_dict(start)
-        monkeypatch.setattr(sampling, "MIN_SHARED_PREFIX_TOKENS", minimum)
+        monkeypatch.setattr(kv, "MIN_SHARED_PREFIX_TOKENS", minimum)
         trainer = Trainer(model, policy.pad_id, config)
         prepared = trainer._prepare(samples)
         widths = []
@@ -307,10 +307,10 @@ def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(p
         monkeypatch.setattr(model, "forward", real)
         runs[minimum] = prepared, widths, metrics, [p.grad.clone() for p in model.parameters() if p.grad is not None]
     (shared, shared_widths, shared_metrics, shared_grads), (whole, _, whole_metrics, whole_grads) = runs.values()
-    assert len(shared.chunks) >= 3 and whole.shared_start == []
-    assert len(shared.shared_start) >= fewest
-    assert shared_widths[0] == (1, len(shared.shared_start))  # the start, once
-    assert all(w[1] < len(samples[0].prompt_ids) - len(shared.shared_start) + 1 for w in shared_widths[1::2])
+    assert len(shared.chunks) >= 3 and whole.shared_prefix == []
+    assert len(shared.shared_prefix) >= fewest
+    assert shared_widths[0] == (1, len(shared.shared_prefix))  # the start, once
+    assert all(w[1] < len(samples[0].prompt_ids) - len(shared.shared_prefix) + 1 for w in shared_widths[1::2])
     for key in ("loss", "entropy", "grad_norm", "clip_ratio"):
         assert shared_metrics[key] == pytest.approx(whole_metrics[key], rel=1e-4, abs=1e-6)
     assert len(shared_grads) == len(whole_grads) > 0

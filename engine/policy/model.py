@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from rlab.engine.policy.sampling import PrefixCache, sample as sample_with_cache
+from rlab.engine.policy.kv import PrefixCache
+from rlab.engine.policy.sampling import sample as sample_with_cache
 from rlab.engine.policy.sampling_weights import SamplingWeights
 from rlab.engine.policy.static_generation import sample_static
 from rlab.engine.tools.render import tool_prompt

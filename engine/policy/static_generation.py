@@ -16,7 +16,8 @@ from __future__ import annotations
 import torch
 from transformers import GenerationConfig
 
-from rlab.engine.policy.sampling import Sampled, left_pad
+from rlab.engine.policy.kv import left_pad
+from rlab.engine.policy.sampling import Sampled
 
 
 @torch.no_grad()

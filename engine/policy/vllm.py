@@ -33,7 +33,7 @@ from pathlib import Path
 
 import openai
 
-from rlab.engine.policy.sampling import PrefixCache
+from rlab.engine.policy.kv import PrefixCache
 from rlab.engine.types import Sample
 
 TOKEN_ID_PREFIX = "token_id:"

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlab.engine.policy.vllm import ServerDown, VLLMBackend, VLLMError, adapter_name, save_step_adapter
-from rlab.engine.policy.sampling import PrefixCache
+from rlab.engine.policy.kv import PrefixCache
 from rlab.engine.types import Sample
 
 #: ``on_drop(base_url, reason)``: called once per dropped server.

@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from rlab.engine.policy.sampling import PrefixCache
+from rlab.engine.policy.kv import PrefixCache
 from rlab.engine.types import Environment, Example, Message, Sample, Sampler, ToolEnvironment, Trajectory, Turn
 
 

@@ -51,7 +51,7 @@ from transformers import DynamicCache
 from rlab.engine.config import LossTokens, RunConfig
 from rlab.engine.policy.device import training_attention
 from rlab.engine.policy.lora import is_lora, reference_mode
-from rlab.engine.policy.sampling import common_start, left_pad, start_kv, with_cache
+from rlab.engine.policy.kv import left_pad, shared_prefix_kv, shared_prefix_length, with_cache
 from rlab.engine.train.token_logprobs import chosen_logprobs, token_entropy
 from rlab.engine.types import TrainSample
 
@@ -127,10 +127,10 @@ def by_length(samples: list[TrainSample]) -> list[TrainSample]:
     Not group by group: a group with one completion cut at the token budget
     padded all its rows to it (arithmetic: nearly every group of a step has
     one, so 40 rows of 2-24 tokens ran as 40 x 24). The price is more distinct
-    prompts per micro-batch, each of which runs only what follows the start
-    all prompts share (:class:`SharedStart`). Measured on SmolLM2 (one
+    prompts per micro-batch, each of which runs only what follows the shared prefix
+    all prompts share (:class:`SharedPrefix`). Measured on SmolLM2 (one
     arithmetic step, 40 trained rows, 2 threads): 4.58 s grouped, 3.32 s in
-    this order with the shared start, the same loss.
+    this order with the shared prefix, the same loss.
     """
     return sorted(samples, key=lambda s: (len(s.completion_ids), tuple(s.prompt_ids)))
 
@@ -245,8 +245,8 @@ class Trainer:
         KL term), collated into micro-batches, and the token counts of the loss's mean."""
         active = by_length([s for s in samples if s.has_signal] if self.config.beta == 0 else samples)
         device = next(self.model.parameters()).device
-        # The KL term's reference pass would need a start of its own: with beta > 0 prompts run whole.
-        shared = common_start([s.prompt_ids for s in active]) if self.config.beta == 0 and not _checkpointed(
+        # The KL term's reference pass would need a shared prefix of its own: with beta > 0 prompts run whole.
+        shared = shared_prefix_length([s.prompt_ids for s in active]) if self.config.beta == 0 and not _checkpointed(
             self.model) else 0
         chunks = [_collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0, skip=shared)
                   for part in micro_batches(active, vocab_size(self.model), logits_budget(device))] if active else []
@@ -268,9 +268,9 @@ class Trainer:
         mismatch = Mismatch()
         models = [self.model] if self.reference is None else [self.model, self.reference]
         device = prepared.chunks[0]["completion_ids"].device
-        with training_attention(models, device, prepared.widest_tokens + len(prepared.shared_start)):
-            start = SharedStart.run(self.model, prepared.shared_start, device, self.autocast) \
-                if prepared.shared_start else None
+        with training_attention(models, device, prepared.widest_tokens + len(prepared.shared_prefix)):
+            start = SharedPrefix.run(self.model, prepared.shared_prefix, device, self.autocast) \
+                if prepared.shared_prefix else None
             for chunk in prepared.chunks:
                 sums = self._token_sums(chunk, take_old=take_old, start=start, mismatch=mismatch)
                 (sums["loss"] / prepared.loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
@@ -290,14 +290,14 @@ class Trainer:
                 "trained_samples": prepared.samples, **mismatch.metrics()}
 
     def _token_sums(self, batch: dict[str, torch.Tensor], *, take_old: bool = False,
-                    start: SharedStart | None = None, mismatch: Mismatch | None = None) -> dict[str, torch.Tensor]:
+                    start: SharedPrefix | None = None, mismatch: Mismatch | None = None) -> dict[str, torch.Tensor]:
         """Sums over the trained tokens of one micro-batch: ``loss`` (with its
         graph: clipped surrogate, each token weighted by its importance weight,
         plus beta * k3), and, detached, ``kl``, ``clip_ratio`` (clipped tokens)
         and ``entropy``. ``take_old``: this pass's log-probs become the batch's
         old ones (the ratio is then 1) and give the importance weights against
         the sampler's (``is_weights``, kept for the later updates; ``mismatch``
-        gathers their statistics). ``start``: the shared start the batch's
+        gathers their statistics). ``start``: the shared prefix the batch's
         prompts were collated without."""
         logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True, start=start)
         mask = batch["mask"]
@@ -335,7 +335,7 @@ class Trainer:
         delta = ref_logp - logp
         return torch.exp(delta) - delta - 1
 
-    def _token_logprobs(self, model, batch: dict, *, with_entropy: bool, start: SharedStart | None = None):
+    def _token_logprobs(self, model, batch: dict, *, with_entropy: bool, start: SharedPrefix | None = None):
         """Log-probs (B, T) float32 of the completion tokens, and their entropies (B, T).
 
         Memory: only the logits as the model returns them (bf16 under
@@ -356,26 +356,26 @@ class _Prepared:
     """A step's batch as its updates run it: the micro-batches (:func:`_collate`), how many
     samples they hold, the trained tokens (``n_tokens``), the loss's denominator, the
     widest micro-batch's prompt and completion width in tokens (``widest_tokens``), and the
-    start every prompt shares (:func:`~rlab.engine.policy.sampling.common_start`), which
-    the micro-batches' prompts are collated without (``shared_start``; empty: none)."""
+    prefix every prompt shares (:func:`~rlab.engine.policy.kv.shared_prefix_length`), which
+    the micro-batches' prompts are collated without (``shared_prefix``; empty: none)."""
 
     chunks: list[dict[str, torch.Tensor]]
     samples: int
     n_tokens: float
     loss_tokens: float
     widest_tokens: int
-    shared_start: list[int]
+    shared_prefix: list[int]
 
 
-class SharedStart:
-    """The start every trained prompt of an update shares (a task's system prompt and
+class SharedPrefix:
+    """The prefix every trained prompt of an update shares (a task's system prompt and
     chat template: arithmetic's 39 of 50 tokens), run once per update instead of once
     per distinct prompt of every micro-batch.
 
     Its keys and values, (1, kv_heads, n, head_dim) per layer, enter each
     micro-batch as leaves that collect the gradients its backward pass sends
     them; :meth:`backward` then carries their sum through the pass that made
-    them. By linearity that is the gradient of running the start inside every
+    them. By linearity that is the gradient of running the prefix inside every
     micro-batch, with the graph of one pass over n tokens kept meanwhile. The
     leaves are float32 (a bf16 value converts exactly), so the sum over
     micro-batches is not rounded to bf16 at every addition.
@@ -387,14 +387,14 @@ class SharedStart:
         self._leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in made]
 
     @classmethod
-    def run(cls, model, ids: list[int], device, autocast) -> SharedStart:
+    def run(cls, model, ids: list[int], device, autocast) -> SharedPrefix:
         """Run ``ids`` (n tokens, positions 0..n-1) through ``model`` with gradients, under ``autocast``."""
         with autocast():
-            layers = start_kv(model, ids, device)
+            layers = shared_prefix_kv(model, ids, device)
         return cls(ids, [t for keys_values in layers for t in keys_values])
 
     def cache(self, rows: int) -> DynamicCache:
-        """A KV cache holding the start for ``rows`` rows (views of the leaves)."""
+        """A KV cache holding the prefix for ``rows`` rows (views of the leaves)."""
         cache = DynamicCache()
         keys_values = [leaf.to(made.dtype).expand(rows, -1, -1, -1) for leaf, made in zip(self._leaves, self._made)]
         for layer in range(len(keys_values) // 2):
@@ -402,7 +402,7 @@ class SharedStart:
         return cache
 
     def backward(self) -> None:
-        """Send the gradients the micro-batches left on the leaves into the start's own pass."""
+        """Send the gradients the micro-batches left on the leaves into the prefix's own pass."""
         pairs = [(made, leaf.grad) for made, leaf in zip(self._made, self._leaves) if leaf.grad is not None]
         if pairs:
             torch.autograd.backward([made for made, _ in pairs], [grad.to(made.dtype) for made, grad in pairs])
@@ -455,7 +455,7 @@ def _frozen_copy(model):
     return reference
 
 
-def _completion_logits(model, batch: dict[str, torch.Tensor], start: SharedStart | None = None) -> torch.Tensor:
+def _completion_logits(model, batch: dict[str, torch.Tensor], start: SharedPrefix | None = None) -> torch.Tensor:
     """Logits (B, W, V) at the positions that predict each row's W completion tokens.
 
     The G samples of a group share their prompt, so each distinct prompt
@@ -498,7 +498,7 @@ def _collate(samples: list[TrainSample], pad_id: int, device, *,
     ``prompt_ids`` / ``prompt_mask`` / ``prompt_positions`` (D, Lp): the D
     distinct prompts, left-padded (positions count real tokens only, as
     generate() does), without their first ``skip`` tokens (a
-    :class:`SharedStart`'s; positions count from ``skip``);
+    :class:`SharedPrefix`'s; positions count from ``skip``);
     ``prompt_of_row`` (B,) long: each sample's prompt.
     ``completion_ids`` / ``completion_mask`` (B, W): completions,
     right-padded. ``mask`` (B, W) is each sample's loss mask, without its
