@@ -23,7 +23,7 @@ import io
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import BaseModel
 
@@ -31,6 +31,7 @@ from rlab.engine.rewards.child import UserCodeProcess
 from rlab.engine.rewards.edit.compare import DryRunReport, compare_groups
 from rlab.engine.rewards.time_limits import DEFAULT_TIMEOUT_S
 from rlab.engine.rewards.worker import scoring_limit
+from rlab.store.secrets import scrub_text
 
 
 class ValidationResult(BaseModel):
@@ -148,6 +149,7 @@ def check_edit(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     *,
     filename: str = "rewards.py",
+    printed: TextIO | None = None,
 ) -> tuple[ValidationResult, DryRunReport | None]:
     """:func:`validate` on the groups' trajectories, then :func:`dry_run`, in one child process.
 
@@ -163,11 +165,14 @@ def check_edit(
         report or None when the new version is invalid or there are no
         groups). When the old version fails to load the validation is
         ``ok=False`` with a message naming the applied reward file.
+        ``printed``: where what the reward code printed goes, scrubbed of
+        secrets, when the check finished (``rlab reward``: the terminal); a
+        check that hung or died keeps it for its one-line verdict.
 
     Raises:
         ValueError: a group is malformed, as in dry_run.
     """
-    pairs, answer = _score_groups(old_source, new_source, groups, timeout_s, filename)
+    pairs, answer = _score_groups(old_source, new_source, groups, timeout_s, filename, printed)
     result = _verdict(answer["new"], filename)
     if not result.ok or not pairs:
         return result, None
@@ -177,11 +182,11 @@ def check_edit(
         return exc.result, None
 
 
-def _score_groups(old_source, new_source, groups, timeout_s, filename):
+def _score_groups(old_source, new_source, groups, timeout_s, filename, printed: TextIO | None = None):
     """Score every trajectory of ``groups`` with both sources in one child."""
     pairs = [_pairs(k, g, need_reward=old_source is None) for k, g in enumerate(groups)]
     sources = {"new": new_source} if old_source is None else {"old": old_source, "new": new_source}
-    answer = _run_child(sources, [[(e, c) for e, c, _ in g] for g in pairs], timeout_s, filename)
+    answer = _run_child(sources, [[(e, c) for e, c, _ in g] for g in pairs], timeout_s, filename, printed)
     return pairs, answer
 
 
@@ -243,22 +248,27 @@ def _verdict(reply: dict[str, Any], filename: str) -> ValidationResult:
 
 
 def _run_child(
-    sources: dict[str, str], groups: list[list[tuple[Any, Any]]], timeout_s: float, filename: str
+    sources: dict[str, str], groups: list[list[tuple[Any, Any]]], timeout_s: float, filename: str,
+    printed: TextIO | None = None,
 ) -> dict[str, Any]:
-    """Run a one-request child on ``sources`` and return its answer, one reply per source."""
+    """Run a one-request child on ``sources`` and return its answer, one reply per source; what
+    the child printed goes to ``printed`` (scrubbed) when it answered."""
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     request = {"kind": "check", "sources": sources, "groups": groups, "timeout_s": timeout_s, "filename": filename}
     # the child's own limits come first; this one is for a child that cannot report
     wall = len(sources) * (timeout_s + scoring_limit(timeout_s)) + 10.0
-    # What the check prints (its faulthandler stack of a hang included) is kept for the verdict's
-    # message, not shown: `rlab reward` answers in one line, and the TUI's screen is no terminal.
-    child = UserCodeProcess(log=io.StringIO())
+    # What the check prints (its faulthandler stack of a hang included) is kept, not streamed:
+    # a hang answers in one line, and the TUI's screen is no terminal.
+    log = io.StringIO()
+    child = UserCodeProcess(log=log)
     try:
         answer = child.ask(request, wall)
     finally:
         child.close()
     if answer is not None:
+        if printed is not None and log.getvalue():
+            printed.write(scrub_text(log.getvalue()))
         return answer
     if child.exit_status is None:
         failure = {"kind": "timeout", "message": f"the reward check did not finish within {wall:g} s; "

@@ -12,6 +12,8 @@ rejected edit raises :class:`EditRejected` with the reason.
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +92,8 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
     applied = versions[-1]["source"] if versions else None
     groups = recent_groups(reader, row["id"], k)
     filename = Path(file).name  # errors name the file the user wrote, not the run's copy
-    result, report = check_edit(applied, source, groups, timeout_s, filename=filename)
+    # `rlab reward` is a terminal command: what the reward code printed is shown (scrubbed), as a run's log shows it
+    result, report = check_edit(applied, source, groups, timeout_s, filename=filename, printed=sys.stderr)
     if not result.ok:
         raise EditRejected(f"{file} not applied: {result.message}")
     config = row.get("config") or {}
