@@ -53,7 +53,7 @@ async def test_watch_follow_shows_groups_as_files_arrive(tmp_path):
 
 def test_watch_follow_of_a_missing_folder_is_an_error_line(tmp_path, capsys):
     assert main(["watch", "--follow", str(tmp_path / "nope"), "--db", str(tmp_path / "r.db")]) == 2
-    assert capsys.readouterr().err.startswith("rlab: error: no folder at")
+    assert capsys.readouterr().err.startswith(f"rlab: error: --follow '{tmp_path / 'nope'}': no such folder")
 
 
 def test_stop_command_ends_the_follow_and_others_are_rejected(tmp_path):

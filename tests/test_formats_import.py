@@ -276,6 +276,6 @@ def test_an_imported_run_takes_the_run_name_rule_of_rlab_run(tmp_path, capsys, n
     db = tmp_path / "r.db"
     assert main(["import", str(FIXTURES / "verl"), "--db", str(db), "--name", name]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"rlab: error: --name {name}: ")
+    assert len(lines) == 1 and lines[0].startswith(f"rlab: error: --name {name!r}: ")
     assert "letters, digits, '.', '_' or '-'" in lines[0]
     assert not db.exists()

@@ -182,7 +182,7 @@ def test_missing_extras_say_what_to_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name in ("reasoning_gym", "verifiers") else real(name, *a))
-    with pytest.raises(TaskError, match=r"needs the reasoning-gym package; install it with: pip install 'rollout-lab\[tasks\]'"):
+    with pytest.raises(TaskError, match=r"needs the reasoning-gym package; install it with: pip install -c constraints.txt 'rollout-lab\[tasks\]'"):
         get_scenario("reasoning-gym:basic_arithmetic")
     with pytest.raises(TaskError, match=r"needs the verifiers package"):
         get_scenario("verifiers:my_env")

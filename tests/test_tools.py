@@ -4,7 +4,6 @@ isolated tool process and its failures, the tool episode, and what the store kee
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest

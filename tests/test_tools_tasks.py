@@ -269,7 +269,6 @@ def test_the_shop_agent_example_loads_and_trains_a_step(tmp_path):
     """README's "Your own agent": the example task is a tool task with two tools and transcripts
     that render through the tiny tool template; one step of training stores its calls (an
     untrained policy stands in for the one its first run builds: 20 minutes)."""
-    from rlab.engine.policy.model import Policy
     from rlab.engine.policy.tiny import build_tokenizer, save_policy
     from rlab.engine.train.warm_start import transcript_pairs
     from rlab.store.reader import StoreReader

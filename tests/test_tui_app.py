@@ -65,7 +65,7 @@ async def test_dashboard_shows_run_header_and_tables(db):
         assert app.screen.title == "demo"
         size = human_bytes(file_bytes(path))  # the file is not growing: no rate shown
         # the fixture's run declares no success function: the header says what pass@1 counts then
-        assert app.screen.sub_title == (f"arithmetic · step 7 · RUNNING · pass@1 0.800 (= total reward >= 1) "
+        assert app.screen.sub_title == (f"arithmetic · step 7 (following) · RUNNING · pass@1 0.800 (= total reward >= 1) "
                                         f"· - steps/s · file {size}")
         assert app.screen.query_one("#groups", DataTable).row_count == 16
         assert app.screen.query_one("#rollouts", DataTable).row_count == 20
