@@ -12,7 +12,7 @@ Opt-in, not a migration (a migration changes every file), because of what it
 costs, measured on 200,000 trajectories of 8,000 characters
 (``tests/bench/store.py --trajectories 200000 --steps 2000
 --completion-chars 8000 [--text-index]``): the file more than doubles and
-the writer ingests 17 times slower; docs/architecture.md, "The run file at
+the writer ingests 17 times slower; docs/results.md, "The run file at
 scale (issue 39)", has the figures.
 
 The index holds no text of its own (``content=trajectories``: FTS5 reads a
