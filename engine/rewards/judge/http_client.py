@@ -13,7 +13,7 @@ got no response, so they could not say why it failed.
 
 The time limit is this client's, on the whole request: httpx's own is per
 read, so a server that trickles bytes would never time out. A request over
-the limit raises httpx's ``ReadTimeout``, which the openai client retries as
+the limit raises ``httpx2.ReadTimeout`` (openai 3 sends through httpx2), which the openai client retries as
 it retries its own time-outs (issue 46: one retry policy, the client's).
 """
 
@@ -25,7 +25,7 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 
 #: What to do about the permanent HTTP errors people hit first.
@@ -79,7 +79,7 @@ class JudgeHttpClient(openai.DefaultAsyncHttpxClient):
         """httpx's ``send``, within :attr:`timeout_s` and logged.
 
         Raises:
-            httpx.ReadTimeout: no whole response within :attr:`timeout_s`.
+            httpx2.ReadTimeout: no whole response within :attr:`timeout_s`.
             httpx's errors, as ``send`` (a refused connection, ...).
         """
         log = _CURRENT.get() or AttemptLog()  # a request no judge call watches is logged nowhere
@@ -89,7 +89,7 @@ class JudgeHttpClient(openai.DefaultAsyncHttpxClient):
                 response = await super().send(request, **kwargs)
         except TimeoutError:
             log.errors.append("request timed out")
-            raise httpx.ReadTimeout(f"no whole response within {self.timeout_s} s", request=request) from None
+            raise httpx2.ReadTimeout(f"no whole response within {self.timeout_s} s", request=request) from None
         except Exception as exc:  # httpx's transport errors, which the openai client retries
             log.errors.append(f"connection failed (is the judge server up at base_url?): {exc}")
             raise
