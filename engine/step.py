@@ -46,15 +46,8 @@ class Terminated(BaseException):
 
 class RunCrashed(Exception):
     """An error ended a run after it started: its traceback, scrubbed of
-    secrets, is in the run's engine log and its ``error`` event.
-
-    str: the one terminal line's text, naming the step, the error and where
-    its traceback is; ``log``: the engine log's path; ``step``: the step it
-    was raised in (``first_step - 1`` in the starting policy's evaluation)."""
-
-    def __init__(self, message: str, log: Path, step: int) -> None:
-        super().__init__(message)
-        self.log, self.step = log, step
+    secrets, is in the run's engine log and its ``error`` event. Its text is
+    the terminal's one line: the step, the error and where the traceback is."""
 
 
 def run(config: RunConfig) -> dict:
@@ -78,7 +71,7 @@ def run(config: RunConfig) -> dict:
     except Exception as err:
         log = _keep_traceback(session, err)
         session.writer.set_status(session.run_id, "failed")
-        raise RunCrashed(_crash_line(err, session.step, log), log, session.step) from err
+        raise RunCrashed(_crash_line(err, session.step, log)) from err
     except BaseException:  # SystemExit and the like: the run is over, and not by our error
         session.writer.set_status(session.run_id, "failed")
         raise
@@ -91,9 +84,11 @@ def _keep_traceback(session: Session, err: Exception) -> Path:
     """Store ``err``'s traceback, scrubbed of secrets, in the run's ``error``
     event (``error``, ``traceback``, ``step``) and append it to the run's engine
     log (engine.paths.engine_log_path); return the log's path."""
-    text = scrub_text("".join(traceback.format_exception(err)))
-    session.writer.write_event(session.run_id, "error", {"error": scrub_text(f"{type(err).__name__}: {err}"),
-                                                         "traceback": text}, step=session.step)
+    text = "".join(traceback.format_exception(err))
+    # the writer scrubs what it stores; the log is written here, so scrubbed here
+    session.writer.write_event(session.run_id, "error", {"error": f"{type(err).__name__}: {err}", "traceback": text},
+                               step=session.step)
+    text = scrub_text(text)
     log = engine_log_path(Path(session.config.db), session.name)
     with log.open("a", encoding="utf-8") as out:
         out.write(f"rlab: the run failed at step {session.step}:\n{text}")

@@ -18,6 +18,8 @@ import argparse
 import re
 from pathlib import Path
 
+from rlab.scenarios.calculator.tools import add, multiply  # the scenario's own tools, as the engine offers them
+
 #: transformers' response template (>= 5.13) for the tiny tool template's turns: each turn
 #: starts after the newline that ends the prompt (a question's or a tool result's line).
 TINY_RESPONSE_TEMPLATE = {
@@ -29,26 +31,6 @@ TINY_RESPONSE_TEMPLATE = {
         "content": {"close_pattern": r"</s>\s*", "content": "text"},
     },
 }
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first addend
-        b: the second addend
-    """
-    return a + b
-
-
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers.
-
-    Args:
-        a: the first factor
-        b: the second factor
-    """
-    return a * b
 
 
 def correct_reward(completions, answer, **kwargs) -> list[float]:

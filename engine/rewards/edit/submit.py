@@ -13,7 +13,6 @@ rejected edit raises :class:`EditRejected` with the reason.
 from __future__ import annotations
 
 import sys
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
