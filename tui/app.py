@@ -367,6 +367,11 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
                    if isinstance(s, NavScreen) and s.VIEW_NAME in VIEWS)
 
     def _show_view(self, view: View) -> None:
+        if view.cursor.step != self.cursor.step:
+            # A load the cursor moved past while it read (a poll followed the
+            # run meanwhile): the newer load is on its way. Taking this one's
+            # cursor would put the dashboard back a step and stop it following.
+            return
         self.cursor = view.cursor
         self.view = view  # the screens' watchers show it now
         if not self._painted:
