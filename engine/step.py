@@ -34,6 +34,7 @@ from rlab.engine.start import start
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.train.batch import to_batch
 from rlab.engine.train.guard import check_finite
+from rlab.store.db import RunFileFullError
 from rlab.store.secrets import scrub_text
 
 
@@ -68,6 +69,9 @@ def run(config: RunConfig) -> dict:
         session.writer.set_status(session.run_id, "stopped")
         err.add_note(f"rlab run --headless --resume {session.name} --db {config.db}")  # how to go on
         raise
+    except RunFileFullError as err:
+        # nothing more fits in the file (no error event, no status): the line names the file, the fix and the way on
+        raise RunFileFullError(f"{err}: rlab run --headless --resume {session.name} --db {config.db}") from err
     except Exception as err:
         log = _keep_traceback(session, err)
         session.writer.set_status(session.run_id, "failed")
@@ -147,7 +151,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         versions = recorder.version, recorder.settings_version
         if controller.pending_rewards is not None:
             apply_reward_edit(session, step)
-        if session.settings_replays and session.settings_replays[0][0] == step:
+        if session.settings_replays and session.settings_replays[0].from_step == step:
             replay_settings(session, step)
         _apply_pending_settings(session, step)
         if versions != (recorder.version, recorder.settings_version) and step > session.first_step:
@@ -296,10 +300,10 @@ def apply_settings(session: Session, step: int, command_id: int, payload: dict) 
 def replay_settings(session: Session, step: int) -> None:
     """After a resume: make again the setting change this step was first made for
     (``Session.settings_replays``), recorded as a replayed ``settings`` event."""
-    _, changes = session.settings_replays.pop(0)
-    config, _ = changed(session.config, changes, None, refusal="")
+    change = session.settings_replays.pop(0)
+    config, _ = changed(session.config, change.changes, None, refusal="")
     session.use_settings(config)
-    session.recorder.switch_settings(step, changes, replayed=True)
+    session.recorder.switch_settings(step, change.changes, replayed=change.version)
 
 
 def _budget_spent(config: RunConfig, step: int, elapsed_s: float) -> bool:

@@ -30,6 +30,11 @@ class RunFileError(RuntimeError):
     the message names the file and the fix."""
 
 
+class RunFileFullError(RunFileError):
+    """The disk under the run file is full (SQLite's SQLITE_FULL): the write
+    was rolled back; the message names the file and the fix."""
+
+
 def run_file_error(path: str | Path, err: BaseException) -> RunFileError:
     """A :class:`RunFileError` for ``err`` (an ``sqlite3.DatabaseError`` or
     ``OSError`` met on ``path``), naming the file and the fix."""
@@ -301,6 +306,10 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
     committed on exit, rolled back on an exception. Inside an open
     transaction it is a savepoint (``sqlite_utils``' ``atomic``).
 
+    Raises:
+        RunFileFullError: the disk is full (SQLITE_FULL), the transaction
+            rolled back.
+
     A deferred ``BEGIN`` (``atomic``'s) that reads before it writes fails at
     once with "database is locked" when another process committed in
     between: in WAL mode SQLite answers that upgrade with SQLITE_BUSY_SNAPSHOT
@@ -316,10 +325,20 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
     try:
         yield db
         db.conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as err:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")
+        if isinstance(err, sqlite3.OperationalError) and err.sqlite_errorcode == sqlite3.SQLITE_FULL:
+            raise _full_disk_error(db) from err
         raise
+
+
+def _full_disk_error(db: sqlite_utils.Database) -> RunFileFullError:
+    """SQLite says only "database or disk is full": name the file and the fix."""
+    path = next((row[2] for row in db.conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+    return RunFileFullError(f"cannot write the run file {path}: the disk is full (the last write was rolled "
+                            "back, nothing stored is lost); free disk space there, or move the file to a "
+                            "disk with room, then resume the run")
 
 
 def schema_version(db: sqlite_utils.Database) -> int:
