@@ -29,7 +29,7 @@ from typing import Any
 from rlab.engine.config import RunConfig
 from rlab.engine.manifest import SAMPLING_FIELDS, scorer_fields, sha256_json
 from rlab.engine.rewards.edit.timeline import reward_plan
-from rlab.engine.settings import ON_RESUME, changed, config_at, settings_plan, stored_options
+from rlab.engine.settings import ON_RESUME, SettingsChange, changed, config_at, settings_plan, stored_options
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
 from rlab.store.writer import refuse_if_busy
@@ -200,8 +200,10 @@ class ResumePlan:
     run: the stored run. point: the checkpoint it continues from (its latest,
     else its start: a fork's parent checkpoint, or step 0). config: the options in force
     at its first step, the given ones changed. changes: option -> new value.
-    settings_version: the run's setting changes in force at its first step.
-    replays: later changes, ``(step, changes)``, made again at their steps.
+    settings_version: the number of the last setting change in force at its
+    first step (0: none). settings_versions_made: the highest number the run
+    gave a change, which a new one follows. replays: later changes, made again
+    at their steps with their numbers.
     events: the run's events (the reward versions' timeline).
     """
 
@@ -210,7 +212,8 @@ class ResumePlan:
     config: RunConfig
     changes: dict[str, Any]
     settings_version: int
-    replays: list[tuple[int, dict[str, Any]]]
+    settings_versions_made: int
+    replays: list[SettingsChange]
     events: list[dict[str, Any]]
 
     @property
@@ -243,5 +246,7 @@ def plan_resume(config: RunConfig) -> ResumePlan:
                                          "fork_from": None})
     # an option given on the resume wins over a later step's change of it (a bad value set
     # mid-run must not come back at its step: the resume is how it is overridden)
-    later = [(s, {k: v for k, v in ch.items() if k not in given}) for s, ch in plan if s > first]
-    return ResumePlan(run, point, resumed, changes, version, [(s, ch) for s, ch in later if ch], events)
+    later = [c._replace(changes={k: v for k, v in c.changes.items() if k not in given})
+             for c in plan if c.from_step > first]
+    made = max((c.version for c in plan), default=0)
+    return ResumePlan(run, point, resumed, changes, version, made, [c for c in later if c.changes], events)

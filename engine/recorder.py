@@ -125,8 +125,10 @@ class Recorder:
         self.controller = Controller(run.writer, run.run_id, poll_interval_s=poll_interval_s, tell=say)
         #: the last step's last groups: what a reward edit must score cleanly before it applies
         self.last_groups: list[GroupRecord] = []
-        #: setting changes applied so far (``rlab set``, a resume's): 0 = as the run started
+        #: the number of the last setting change applied (``rlab set``, a resume's): 0 = as the run started
         self.settings_version = 0
+        #: the highest number a change of this run was given (before a resume too): a new change follows it
+        self.settings_versions_made = 0
         #: alert kind -> what to do about it, added to the alert's message (a trainer that can rewind says how)
         self.remedies: dict[str, str] = {}
         #: the alert kinds the last recorded step raised (the engine keeps a checkpoint of that step)
@@ -319,18 +321,22 @@ class Recorder:
         self.watch.retune(thresholds)
 
     def switch_settings(self, step: int, changes: Mapping[str, object], *, command_id: int | None = None,
-                        replayed: bool = False) -> None:
-        """Record settings version ``settings_version + 1`` in force from step ``step``
-        (``engine.settings``): a ``settings`` event (``replayed``: a resumed run
-        making again a change a re-run step was first made for) and the command
-        resolved as applied. The caller has applied ``changes`` to its trainer."""
-        self.settings_version += 1
+                        replayed: int | None = None) -> None:
+        """Record a settings version in force from step ``step``
+        (``engine.settings``): a ``settings`` event and the command resolved as
+        applied. A new change is numbered after every change the run made
+        (``settings_versions_made + 1``); ``replayed``: the number of a change a
+        resumed run makes again on a re-run step, which keeps it. The caller
+        has applied ``changes`` to its trainer."""
+        if replayed is None:
+            self.settings_versions_made += 1
+        self.settings_version = replayed or self.settings_versions_made
         shown = ", ".join(f"{name}={value}" for name, value in changes.items())
         payload = {"version": self.settings_version, "changes": dict(changes), "from_step": step}
-        self.writer.write_event(self.run.run_id, "settings", payload | ({"replayed": True} if replayed else {}),
-                                step=step)
+        self.writer.write_event(self.run.run_id, "settings",
+                                payload | ({"replayed": True} if replayed is not None else {}), step=step)
         if command_id is not None:
             self.writer.resolve_command(command_id, "applied",
                                         f"settings version {self.settings_version} from step {step}: {shown}")
         say(f"settings version {self.settings_version} in force from step {step}: {shown}"
-            + (" (replayed)" if replayed else ""))
+            + (" (replayed)" if replayed is not None else ""))

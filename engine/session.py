@@ -31,7 +31,7 @@ from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.rubric import Rubric
 from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
 from rlab.engine.rollout.play import Rollout
-from rlab.engine.settings import check_prompts, check_reference
+from rlab.engine.settings import SettingsChange, check_prompts, check_reference
 from rlab.engine.train.checkpoint import CheckpointError, save_checkpoint
 from rlab.engine.train.retention import prune_checkpoints
 from rlab.engine.train.trainer import TrainConfig, Trainer
@@ -115,7 +115,7 @@ class Session:
     first_step: 1, or the step after the checkpoint a resumed (or forked) run
     restarts from. rng: draws each step's prompts (its state is
     checkpointed). settings_replays: after a resume, the setting changes of
-    the re-run steps, ``(step, changes)``, applied again at the steps they
+    the re-run steps, applied again, with their numbers, at the steps they
     were first made for (``engine.settings``). step: the step in progress
     (``first_step - 1`` until the first starts: the starting policy's evaluation).
     """
@@ -127,7 +127,7 @@ class Session:
     recorder: Recorder
     first_step: int
     rng: random.Random
-    settings_replays: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    settings_replays: list[SettingsChange] = field(default_factory=list)
     step: int = 0
 
     @property

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -154,26 +154,39 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
 
 def settings_metrics(config: RunConfig, version: int) -> dict[str, float]:
     """The live values of the numeric :data:`BETWEEN_STEPS` settings as step
-    metrics (``settings/lr``, ...), and ``settings/version`` (0: as started)."""
+    metrics (``settings/lr``, ...), and ``settings/version``: the number of the
+    last change applied (0: as started; :class:`SettingsChange`)."""
     values = {name: getattr(config, name) for name in BETWEEN_STEPS if name != "alerts"}
     return {**{f"settings/{name}": float(v) for name, v in values.items()}, "settings/version": float(version)}
 
 
-def settings_plan(events: Iterable[Mapping[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
-    """A run's setting changes over steps, ``[(first step, changes), ...]`` in the
-    order they were made, from its ``settings`` events (replayed ones left out)."""
-    return [(int(e["payload"]["from_step"]), dict(e["payload"]["changes"])) for e in events
+class SettingsChange(NamedTuple):
+    """One setting change of a run, from its ``settings`` event: ``from_step``
+    (the first step it is in force), ``changes`` (option -> value) and its
+    ``version`` number (1, 2, ... in the order changes were made; a change
+    made again on a resumed run's re-run steps keeps its number)."""
+
+    from_step: int
+    changes: dict[str, Any]
+    version: int
+
+
+def settings_plan(events: Iterable[Mapping[str, Any]]) -> list[SettingsChange]:
+    """A run's setting changes in the order they were made, from its
+    ``settings`` events (replayed ones left out: they repeat a change)."""
+    return [SettingsChange(int(e["payload"]["from_step"]), dict(e["payload"]["changes"]),
+                           int(e["payload"]["version"])) for e in events
             if e.get("kind") == "settings" and not (e.get("payload") or {}).get("replayed")]
 
 
-def config_at(base: RunConfig, plan: list[tuple[int, dict[str, Any]]], step: int) -> tuple[RunConfig, int]:
+def config_at(base: RunConfig, plan: list[SettingsChange], step: int) -> tuple[RunConfig, int]:
     """The options in force at ``step``: ``base`` (as the run started) with every
-    change of ``plan`` made for a step up to ``step``, and how many there were
-    (the settings version)."""
+    change of ``plan`` made for a step up to ``step``, and the version number of
+    the last of them (0: none, as the run started)."""
     config, version = base, 0
-    for first, changes in plan:
-        if first <= step:
-            config, version = config.model_copy(update=_typed(changes)), version + 1
+    for change in plan:
+        if change.from_step <= step:
+            config, version = config.model_copy(update=_typed(change.changes)), change.version
     return config, version
 
 

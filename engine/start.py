@@ -193,6 +193,7 @@ def _reopen(plan: ResumePlan, scenario: Scenario, parts: Parts) -> Session:
                        replays=[(step, v, versions[v]) for step, v in replays if v in versions])
     session.settings_replays = plan.replays
     session.recorder.settings_version = plan.settings_version
+    session.recorder.settings_versions_made = plan.settings_versions_made
     if plan.changes:
         session.recorder.switch_settings(plan.first_step, plan.changes)
     return session

@@ -141,7 +141,26 @@ def test_a_resume_overrides_a_setting_a_later_step_would_replay(tmp_path, raw_ti
         writer.write_event(1, "settings", {"version": 1, "changes": {"temperature": 9.0, "lr": 1e-4},
                                            "from_step": 5}, step=5)
     plan = plan_resume(RunConfig(db=db, resume="p", temperature=0.9, max_steps=6))
-    assert plan.config.temperature == 0.9 and plan.replays == [(5, {"lr": 1e-4})]
+    assert plan.config.temperature == 0.9 and plan.replays == [(5, {"lr": 1e-4}, 1)]
+
+
+def test_settings_versions_keep_their_numbers_across_a_resume(tmp_path, raw_tiny_model_dir):
+    """Issue 47, 1.3: a resume numbered its own change after the changes in force at its first step,
+    so it took the number of a change the re-run steps then made again under another number."""
+    from rlab.store.writer import StoreWriter
+
+    db = tmp_path / "r.db"
+    run(_config(db, raw_tiny_model_dir, max_steps=3))
+    with StoreWriter(db) as writer:  # changes made for steps 5 and 6, lost with them when the run died
+        writer.write_event(1, "settings", {"version": 1, "changes": {"lr": 1e-4}, "from_step": 5}, step=5)
+        writer.write_event(1, "settings", {"version": 2, "changes": {"temperature": 0.8}, "from_step": 6}, step=6)
+    run(RunConfig(db=db, resume="p", max_steps=7))
+    reader = StoreReader(db)
+    made = [(e["step"], e["payload"]["version"], bool(e["payload"].get("replayed")))
+            for e in reader.events(1) if e["kind"] == "settings"]
+    assert made == [(5, 1, False), (6, 2, False), (4, 3, False), (5, 1, True), (6, 2, True)]
+    assert {m["step"]: m["settings/version"] for m in reader.step_metrics(1) if m["step"] > 3} == {
+        4: 3, 5: 1, 6: 2, 7: 2}
 
 
 def test_rlab_set_changes_a_live_run_at_the_next_step_and_refuses_a_bad_value(tmp_path, raw_tiny_model_dir):

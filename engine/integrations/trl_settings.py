@@ -62,8 +62,8 @@ def _stored_run_changes(run: Mapping[str, Any], events: Iterable[Mapping[str, An
                         given: Mapping[str, Any]) -> dict[str, Any]:
     """:func:`trl_changes` against a stored live TRL run: its GRPOConfig values, every change so far in force."""
     now = {"lr": run["config"].get("learning_rate", 5e-4), "beta": run["config"].get("beta", 0.0)}
-    for _, made in settings_plan(events):
-        now.update(made)
+    for change in settings_plan(events):
+        now.update(change.changes)
     return trl_changes(given, **now)
 
 
