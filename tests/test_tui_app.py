@@ -398,6 +398,7 @@ def test_file_growth_rate_over_its_window(tmp_path):
     growth.sample(now=30.0)
     assert growth.bytes_per_minute() == pytest.approx(6144)
     assert growth.describe() == "4.0 KB +6.0 KB/min"
+    assert growth.describe(with_rate=False) == "4.0 KB"  # issue 47, 4: a paused run's file does not grow
     growth.sample(now=100.0)  # the first samples left the window: no growth since
     assert growth.describe() == "4.0 KB"
 

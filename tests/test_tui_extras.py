@@ -193,6 +193,15 @@ def test_the_header_names_what_pass_at_1_counts_and_shows_the_held_out_reward_be
     assert "pass@1 0.250 (= total reward >= 1)" in run_line(declared_none, 40, 2.0, pass_at_1=0.25)
 
 
+
+def test_the_header_shows_rates_only_while_the_run_runs():
+    """Issue 47, 4: a paused run's header kept the steps/s of its last half minute."""
+    run = {"scenario": "task", "status": "running", "config": {}}
+    assert run_line(run, 40, 2.0, file_size="4.0 KB").endswith("2.00 steps/s · file 4.0 KB")
+    for status in ("paused", "finished", "failed"):
+        assert run_line({**run, "status": status}, 40, 2.0, file_size="4.0 KB").endswith("- steps/s · file 4.0 KB")
+
+
 # ---- what a newcomer met on the dashboard (issue 33) ---------------------------------------------
 
 

@@ -45,10 +45,14 @@ def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
     pass@1 with what counts as solved (the run's success function, or "=
     total reward >= 1" when it declared none) and the held-out mean reward
     beside it, steps/s, the run file's size and growth; before the run
-    exists, the engine's latest output line (e.g. the tiny model's build)."""
+    exists, the engine's latest output line (e.g. the tiny model's build).
+    Steps/s is the last half minute's, so it is shown only while the run is
+    running: a paused or finished one moves at none (nor does its file grow:
+    :meth:`_set_header` asks ``FileGrowth`` for the size alone then)."""
     if run is None:
         return f"starting the engine: {engine_line}" if engine_line else "waiting for the run to appear in the file…"
-    rate = f"{steps_per_s:.2f} steps/s" if steps_per_s else "- steps/s"
+    running = run["status"] == "running"
+    rate = f"{steps_per_s:.2f} steps/s" if steps_per_s and running else "- steps/s"
     size = f" · file {file_size}" if file_size else ""
     held_out = ""
     if pass_at_1 is not None:
@@ -258,8 +262,9 @@ class DashboardScreen(NavScreen):
         step = self._feed.last_step if self._feed and self._feed.last_step >= 0 else None
         evals = self._feed.series.xy("eval/pass_at_1")[1] if self._feed else []
         rewards = self._feed.series.xy("eval/reward")[1] if self._feed else []
+        running = run is not None and run["status"] == "running"
         self.sub_title = run_line(run, step, app.steps_per_second, app.engine_line,
-                                  app.file_growth.describe(), evals[-1] if evals else None,
+                                  app.file_growth.describe(with_rate=running), evals[-1] if evals else None,
                                   rewards[-1] if rewards else None, app.cursor.step)
         if run is None and app.engine_failure:  # the engine died: say so, never "waiting"
             self.sub_title = app.engine_failure[0]

@@ -61,10 +61,12 @@ class FileGrowth:
         (t0, s0), (t1, s1) = self.samples[0], self.samples[-1]
         return (s1 - s0) / (t1 - t0) * 60.0
 
-    def describe(self) -> str:
-        """``12.3 MB`` or, while it grows, ``12.3 MB +1.2 MB/min``."""
+    def describe(self, with_rate: bool = True) -> str:
+        """``12.3 MB`` or, while it grows, ``12.3 MB +1.2 MB/min``; the size
+        alone without ``with_rate`` (a run that is not running: the window
+        still holds its last minute's growth)."""
         if not self.samples:
             return ""
         shown = human_bytes(self.samples[-1][1])
-        rate = self.bytes_per_minute()
+        rate = self.bytes_per_minute() if with_rate else None
         return f"{shown} +{human_bytes(rate)}/min" if rate and rate > 0 else shown
