@@ -9,6 +9,7 @@ import sqlite3
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
+from transformers.utils import logging as transformers_logging
 
 from rlab.engine.evaluation.compare import locked_room
 from rlab.engine.evaluation.stats import mcnemar_exact, pass_at_k
@@ -261,8 +262,10 @@ def test_eval_of_a_checkpoint_and_of_its_base_model_share_a_room(tmp_path, capsy
     with torch.no_grad():
         model.lm_head.weight.mul_(-1.0)
     model.save_pretrained(checkpoint)
+    transformers_logging.enable_progress_bar()  # as in a fresh process (a run in this one turned the bars off)
     code, out, err = rlab(capsys, "eval", "--checkpoint", "T@2", "--n", 12, "--db", db, "--name", "ckpt", "--json")
     assert code == 0, err
+    assert "Loading weights" not in err  # issue 47, 4: the report, not transformers' progress bars
     code, out, err = rlab(capsys, "eval", "--model", raw_tiny_model_dir, "--n", 12, "--db", db, "--name", "base",
                           "--json")
     assert code == 0, err

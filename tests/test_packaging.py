@@ -40,6 +40,18 @@ def test_engine_is_spawned_so_the_working_directory_cannot_shadow_it():
     assert cmd[:3] == [sys.executable, "-P", "-m"], "without -P, python -m puts the working directory first"
 
 
+def test_the_engine_command_line_names_the_run_file_and_the_run_once():
+    """Issue 47, 4: `rlab run --db x.db` spawned the engine with `--db x.db ... --db x.db`."""
+    for argv in (["run", "--db", "x.db", "--name", "mine"], ["run", "--db=x.db", "--name=mine"]):
+        args = build_parser().parse_args(argv)
+        args.argv = argv[1:]
+        cmd = _engine_command(args, "mine")
+        assert sum(a.startswith("--db") for a in cmd) == 1 and sum(a.startswith("--name") for a in cmd) == 1
+    args = build_parser().parse_args(["run"])
+    args.argv, args.db = [], "runs.db"  # the run file the config resolved
+    assert _engine_command(args, "chosen")[-4:] == ["--db", "runs.db", "--name", "chosen"]
+
+
 def test_a_run_in_a_folder_holding_engine_and_scenarios_uses_ours(tmp_path, raw_tiny_model_dir):
     _shadowing_folders(tmp_path)
     rlab = shutil.which("rlab", path=str(Path(sys.executable).parent))

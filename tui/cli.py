@@ -275,10 +275,15 @@ def cmd_set(args: argparse.Namespace) -> int:
 
 
 def _engine_command(args: argparse.Namespace, name: str) -> list[str]:
-    """The engine's command line (``engine.cli.engine_command``) with the typed run options."""
+    """The engine's command line (``engine.cli.engine_command``) with the typed run
+    options, and the run file and name when they were not among them (the name the TUI chose)."""
     from rlab.engine.cli import engine_command
 
-    return engine_command([*getattr(args, "argv", []), "--db", str(args.db), "--name", name])
+    argv = list(getattr(args, "argv", []))
+    for option, value in (("--db", str(args.db)), ("--name", name)):
+        if not any(a == option or a.startswith(option + "=") for a in argv):
+            argv += [option, value]
+    return engine_command(argv)
 
 
 def _task_label(task: str | dict | None) -> str | None:
@@ -474,9 +479,11 @@ def _ks(text: str | None) -> list[int] | None:
 
 def cmd_loop(args: argparse.Namespace) -> int:
     """``rlab eval`` / ``rlab select``."""
+    from rlab.engine.cli import quiet_libraries
     from rlab.engine.evaluation.loops import LoopSettings, run_loop
     from rlab.tui.reports import loop_report, show
 
+    quiet_libraries()  # the report, not transformers' "Loading weights" bars
     fields = {k: v for k, v in vars(args).items() if k in LoopSettings.model_fields and v is not None}
     fields["ks"] = _ks(getattr(args, "k", None))
     try:
