@@ -137,14 +137,16 @@ class StoreReader:
         """All runs, oldest first: the run columns except config/manifest/summary,
         plus ``steps`` (training steps stored: step 0, the evaluation before
         training or an eval/select run's measurement, is not one, nor is a
-        fork's evaluation at its fork step),
+        fork's evaluation at its fork step; an imported run's step 0 is one:
+        another tool's first step, as the import counted it),
         ``final_pass_at_1`` (the last ``eval/pass_at_1`` written, or None),
         ``alerts`` (alert events) and ``last_alert`` (``"kind at step N"`` of
         the newest, or None)."""
         return cast(list[RunSummaryRow], [_as_seen(row) for row in self._all(
             "SELECT r.id, r.name, r.kind, r.scenario, r.status, r.pid, r.host, r.created_at, "
             "r.ended_at, r.heartbeat_at, r.last_step, r.reward_file, r.parent_id, r.fork_step, "
-            "(SELECT COUNT(*) FROM steps s WHERE s.run_id = r.id AND s.step > COALESCE(r.fork_step, 0)) AS steps, "
+            "(SELECT COUNT(*) FROM steps s WHERE s.run_id = r.id AND (s.step > COALESCE(r.fork_step, 0) "
+            " OR (s.step = 0 AND json_extract(r.manifest, '$.imported_from') IS NOT NULL))) AS steps, "
             "(SELECT s.eval_pass_at_1 FROM steps s WHERE s.run_id = r.id "
             " AND s.eval_pass_at_1 IS NOT NULL ORDER BY s.step DESC LIMIT 1) AS final_pass_at_1, "
             "(SELECT COUNT(*) FROM events e WHERE e.run_id = r.id AND e.kind = 'alert') AS alerts, "

@@ -80,6 +80,16 @@ def test_verifiers_results_import(tmp_path):
     assert run["scenario"] == "reverse-text" and run["config"]["rollouts_per_example"] == 3
 
 
+@pytest.mark.parametrize("source", ["trl", "verifiers", "art", "inspect/capitals.eval", "verl"])
+def test_rlab_runs_counts_the_steps_the_import_line_said(tmp_path, source):
+    """Issue 47, 4: an imported verifiers run (its rollouts at step 0) showed 1 step in the
+    import line and 0 in `rlab runs`."""
+    summary = import_path(FIXTURES / source, tmp_path / "r.db")
+    with StoreReader(tmp_path / "r.db") as reader:
+        (run,) = reader.runs()
+    assert run["steps"] == summary.steps
+
+
 def test_art_jsonl_and_parquet_with_ruler_judge(tmp_path):
     db = tmp_path / "r.db"
     summary = import_path(FIXTURES / "art", db)
