@@ -7,6 +7,8 @@ task loader can ask for the cache without pulling in the engine.
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from pathlib import Path
 
 import platformdirs
@@ -27,3 +29,10 @@ def engine_log_path(db_path: Path, run_name: str) -> Path:
     The TUI sends a run's engine output there; the engine appends the traceback
     of an error that ends a run there itself, so a headless run has it too."""
     return db_path.with_name(f"{db_path.name}.{run_name}.engine.log")
+
+
+def default_run_name(stem: str) -> str:
+    """A run's name when none was given: ``{stem}-{YYYYMMDD-HHMMSS}-{4 hex}``
+    (e.g. ``arithmetic-20261129-004512-3f9a``), the one style of every name the
+    lab chooses, the TUI's, a headless run's and an eval's alike."""
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"

@@ -27,8 +27,6 @@ from __future__ import annotations
 import random
 import shutil
 import sys
-import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ import torch
 from rlab.engine.config import RunConfig
 from rlab.engine.fork import ForkPlan, ResumePlan, forked_manifest, plan_fork, plan_resume
 from rlab.engine.manifest import build_manifest
+from rlab.engine.paths import default_run_name
 from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
 from rlab.engine.recorder import RunRef
 from rlab.engine.rewards.edit.check import validate
@@ -97,7 +96,7 @@ def _seed_everything(seed: int) -> None:
 
 def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:
     """The new run's files and store rows, once its reward file and success function check out."""
-    name = config.name or f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    name = config.name or default_run_name(scenario.name)
     files = run_dir(config.db, name)
     files.mkdir(parents=True, exist_ok=True)
     reward_file = files / "rewards.py"

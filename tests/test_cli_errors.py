@@ -9,6 +9,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -153,7 +154,10 @@ def test_bare_rlab_takes_the_run_options_and_spawns_the_engine_with_them(tmp_pat
     cmd = seen["cmd"]
     assert cmd[:4] == [sys.executable, "-P", "-m", "rlab.engine"]
     assert cmd[cmd.index("--scenario") + 1] == "number_guess" and seen["db"] == db
-    assert cmd[cmd.index("--name") + 1] == seen["name"] and seen["name"].startswith("number_guess-")
+    assert cmd[cmd.index("--name") + 1] == seen["name"]
+    # issue 47, 4: the TUI named runs number_guess-1a2b3c4d, a headless run number_guess-20261129-004512-3f9a
+    assert re.fullmatch(r"number_guess-\d{8}-\d{6}-[0-9a-f]{4}", seen["name"]), seen["name"]
+    assert cmd.count("--db") == 1 and cmd.count("--name") == 1
 
 
 def test_python_m_rlab_engine_is_the_headless_run(tmp_path):

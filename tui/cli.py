@@ -27,7 +27,6 @@ import argparse
 import json
 import sqlite3
 import sys
-import uuid
 from typing import TYPE_CHECKING, Any, Callable
 from pathlib import Path
 
@@ -301,9 +300,10 @@ def _task_label(task: str | dict | None) -> str | None:
 
 
 def _tui_with_engine(args: argparse.Namespace, config) -> int:
+    from rlab.engine.paths import default_run_name
     from rlab.tui.app import RolloutLabApp
 
-    name = config.name or f"{_task_label(config.task) or config.scenario}-{uuid.uuid4().hex[:8]}"
+    name = config.name or default_run_name(_task_label(config.task) or config.scenario)
     if config.resume is not None:  # the TUI waits for the resumed run, not a new name
         from rlab.store.reader import resolve_run
         from rlab.store.reader import StoreReader
@@ -372,6 +372,7 @@ def follow_app(source: Path, db: Path, name: str):
 
 def _watch_follow(args: argparse.Namespace) -> int:
     from rlab.engine.cli import check_run_file
+    from rlab.engine.paths import default_run_name
     from rlab.store.records import check_run_name
 
     try:
@@ -384,7 +385,7 @@ def _watch_follow(args: argparse.Namespace) -> int:
     if args.run is not None:
         check_run_name(args.run)
     check_run_file(args.db, writable=True)
-    name = args.run or f"{args.follow.resolve().name}-follow-{uuid.uuid4().hex[:6]}"
+    name = args.run or default_run_name(f"{args.follow.resolve().name}-follow")
     follow_app(args.follow, args.db, name).run()
     return 0
 

@@ -134,8 +134,7 @@ class CompareScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        a, b = self.run_ids
-        self.title = f"compare runs {a} (A) and {b} (B)"
+        self.title = "compare runs A and B"  # named in full below: a header cuts long names
         self.query_one("#flips", DataTable).add_columns("example", "flip", "reward A", "reward B")
         self.query_one("#flips").border_title = "flipped examples (enter: B's trajectory, o: A's)"
         self._load(force=False)

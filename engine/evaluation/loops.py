@@ -8,8 +8,6 @@ with ``out``, write results.jsonl, summary.json and manifest.json through
 
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +22,7 @@ from rlab.engine.evaluation.source import load_policy
 from rlab.engine.fork import CheckpointRef, find_checkpoint
 from rlab.engine.evaluation.summary import check_ks, default_ks, summarize
 from rlab.engine.manifest import build_loop_manifest, file_sha256
+from rlab.engine.paths import default_run_name
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.success import SuccessRule
 from rlab.scenarios import load_scenario
@@ -143,7 +142,7 @@ def run_loop(settings: LoopSettings) -> LoopResult:
         kind=settings.kind, scenario=scenario, split=settings.split, examples=examples,
         chat_template=template, reward_source=rubric.source, reward_file=reward_file, success=success.label,
         sampling=_sampling_fields(settings, sampling), seed=settings.seed, model=model, config=config)
-    name = settings.name or f"{settings.kind}-{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    name = settings.name or default_run_name(f"{settings.kind}-{scenario.name}")
     writer, run_id = start_loop_run(settings.db, name=name, kind=settings.kind, scenario=scenario.name,
                                     config=config, manifest=manifest, rubric=rubric, reward_file=reward_file)
     try:
