@@ -18,7 +18,8 @@ from typing import Iterator, cast
 from rlab.store.db import SchemaVersionError, connect, open_db, process_alive, read_error
 from rlab.store.migrations import SCHEMA_VERSION
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, STEP_METRIC_COLUMNS
-from rlab.store.textindex import MIN_CHARS, TEXT_INDEX, has_text_index
+from rlab.store.search import ROLLOUT_COLUMNS, Found, search
+from rlab.store.textindex import MIN_CHARS, has_text_index
 from rlab.store.rows import (
     EventRow,
     GroupRow,
@@ -37,16 +38,6 @@ _TRAJECTORY_JSON = ("messages", "components", "details")
 _SERIES_COLUMNS = ", ".join(
     f'{column} AS "{name}"' for name, column in STEP_METRIC_COLUMNS.items()
 )
-_ROLLOUT_COLUMNS = (
-    "t.id, t.run_id, t.step, t.group_id, t.idx, g.example_id, g.prompt, t.completion, "
-    "t.reward, t.advantage, t.parse_status, t.completion_tokens, t.truncated, t.judge_score, t.success"
-)
-
-
-SCAN_TRAJECTORIES = 200_000
-"""How many of a run's newest trajectories a search without the text index reads."""
-
-
 def _as_seen(row: dict | None) -> dict | None:
     """A run row with the status a reader sees: ``crashed`` for a running or paused
     run of this host whose engine is gone. Opening the file marks such a run
@@ -246,7 +237,7 @@ class StoreReader:
         order (oldest of them first), each with its group's prompt and
         example id. Use the last ``id`` as the next watermark."""
         rows = self._all(
-            f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+            f'SELECT {ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
             "WHERE t.run_id = ? AND t.id > ? ORDER BY t.id DESC LIMIT ?",
             [run_id, after_rowid, limit])
         rows.reverse()
@@ -342,51 +333,16 @@ class StoreReader:
         with self._snapshot() as conn:
             return len(text) >= MIN_CHARS and has_text_index(conn)
 
-    def search(self, run_id: int, text: str, limit: int = 50,
-               scan: int | None = SCAN_TRAJECTORIES) -> list[dict]:
-        """Newest trajectories (at most ``limit``) whose completion or prompt
-        contains ``text`` (case-insensitive for ASCII), newest first; rows as
-        in ``rollouts_since``.
-
-        Through the text index when the file has one (:meth:`uses_text_index`):
-        every trajectory of the run is searched, and absent text is found
-        absent in milliseconds. Else a LIKE scan of the run's newest ``scan``
-        trajectories (None: all of them), which reads every completion: on
-        200,000 of 8,000 characters (3 GB), about 3 s; call it from a worker.
-        """
-        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        if self.uses_text_index(text):
-            return self._search_indexed(run_id, text, pattern, limit)
+    def search(self, run_id: int, text: str, limit: int = 50, *, before: int | None = None,
+               budget_s: float | None = None) -> Found:
+        """The newest trajectories (at most ``limit``) older than trajectory
+        ``before`` whose completion or prompt contains ``text``
+        (case-insensitive for ASCII), read newest first within ``budget_s``
+        seconds (None: until ``limit`` or the run's first trajectory); the
+        result says how far back it read (:func:`store.search.search`). One
+        read snapshot."""
         with self._snapshot() as conn:
-            floor = None if scan is None else conn.execute(
-                "SELECT id FROM trajectories WHERE run_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
-                [run_id, scan]).fetchone()
-            return fetch_dicts(conn.execute(
-                f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
-                "WHERE t.run_id = ?1 AND t.id > ?4 AND (t.completion LIKE ?2 ESCAPE '\\' "
-                "OR g.prompt LIKE ?2 ESCAPE '\\') ORDER BY t.id DESC LIMIT ?3",
-                [run_id, pattern, limit, 0 if floor is None else floor[0]]))
-
-    def _search_indexed(self, run_id: int, text: str, pattern: str, limit: int) -> list[dict]:
-        """:meth:`search` through the text index: the newest completions the
-        index finds (the phrase of ``text``'s trigrams, checked with
-        ``pattern``), merged with the newest trajectories of groups whose
-        prompt matches ``pattern`` (a scan of the run's groups, a few per
-        step), then the rows of the newest ``limit`` of them."""
-        phrase = '"' + text.replace('"', '""') + '"'
-        with self._snapshot() as conn:
-            ids = {row[0] for row in conn.execute(
-                f"SELECT f.rowid FROM {TEXT_INDEX} f JOIN trajectories t ON t.id = f.rowid "
-                f"WHERE {TEXT_INDEX} MATCH ?1 AND t.run_id = ?2 AND t.completion LIKE ?3 ESCAPE '\\' "
-                "ORDER BY f.rowid DESC LIMIT ?4", [phrase, run_id, pattern, limit])}
-            ids.update(row[0] for row in conn.execute(
-                'SELECT t.id FROM "groups" g JOIN trajectories t ON t.group_id = g.id '
-                "WHERE g.run_id = ?1 AND g.prompt LIKE ?2 ESCAPE '\\' ORDER BY t.id DESC LIMIT ?3",
-                [run_id, pattern, limit]))
-            newest = sorted(ids, reverse=True)[:limit]
-            return fetch_dicts(conn.execute(
-                f'SELECT {_ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
-                f"WHERE t.id IN ({', '.join('?' for _ in newest)}) ORDER BY t.id DESC", newest))
+            return search(conn, run_id, text, limit=limit, before=before, budget_s=budget_s)
 
     def reward_versions(self, run_id: int) -> list[dict]:
         """Rubric versions of the run, oldest first, ``weights`` decoded."""
@@ -452,8 +408,8 @@ class StoreReader:
                          f" AND COALESCE({passed_sql()}, 0) = 0" if failed_only else ""])
         params = [run_id] + ([step] if step is not None else []) + [limit]
         return self._all(
-            f"SELECT {', '.join(c.split('.')[-1] for c in _ROLLOUT_COLUMNS.split(', '))} FROM ("
-            f"SELECT {_ROLLOUT_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY t.group_id, t.reward "
+            f"SELECT {', '.join(c.split('.')[-1] for c in ROLLOUT_COLUMNS.split(', '))} FROM ("
+            f"SELECT {ROLLOUT_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY t.group_id, t.reward "
             "ORDER BY t.id) AS turn_in_group FROM trajectories t "
             'JOIN "groups" g ON g.id = t.group_id '
             f"WHERE t.run_id = ? AND g.superseded = 0{where}) "

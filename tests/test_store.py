@@ -176,10 +176,12 @@ def test_reader_queries_over_several_steps(writer, db_path):
     newest = reader.rollouts_since(run_id, 0, limit=5)
     assert [r["id"] for r in newest] == list(range(20, 25)) and newest[-1]["step"] == 2
     assert reader.rollouts_since(run_id, 24) == []
-    assert len(reader.search(run_id, "(TRY 3)", limit=100)) == 6  # LIKE: ASCII case-insensitive
-    assert reader.search(run_id, "100%") == []
-    newest = reader.search(run_id, "try 3", scan=8)  # the newest 8: the two groups of step 2
-    assert [r["step"] for r in newest] == [2, 2]
+    assert len(reader.search(run_id, "(TRY 3)", limit=100).rows) == 6  # LIKE: ASCII case-insensitive
+    assert reader.search(run_id, "100%").rows == []
+    newest = reader.search(run_id, "try 3", limit=2)  # the newest 2: one in each group of step 2
+    assert [r["step"] for r in newest.rows] == [2, 2] and newest.continue_before == newest.rows[-1]["id"]
+    older = reader.search(run_id, "try 3", limit=10, before=newest.continue_before)
+    assert [r["step"] for r in older.rows] == [1, 1, 0, 0] and older.continue_before is None
 
 
 def test_events_checkpoints_reward_versions_judge_calls(writer, db_path):

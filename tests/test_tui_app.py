@@ -206,10 +206,35 @@ async def test_slash_searches_and_opens_the_match(db, indexed):
         results = app.screen.query_one("#search-results", DataTable)
         await until(pilot, lambda: results.row_count == 4)
         assert ("through the text index" in results.border_title) == indexed
+        assert "every trajectory read" in results.border_title
         await pilot.press("down", "enter")
         await until(pilot, lambda: isinstance(app.screen, TrajectoryScreen))
         await until(pilot, lambda: app.view.trajectory is not None
                     and app.view.trajectory["prompt"] == "59+41=")
+
+
+async def test_search_out_of_time_says_how_far_it_read_and_enter_reads_further_back(db, monkeypatch):
+    """Issue 47, 7: a search keeps to its time budget; the title says how far back it read."""
+    monkeypatch.setattr("rlab.tui.dialogs.SEARCH_BUDGET_S", 0.0)  # one window a search
+    monkeypatch.setattr("rlab.store.search.FIRST_WINDOW", 16)
+    path, ids = db
+    app = RolloutLabApp(path, run_id=ids["demo"])
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, SearchScreen))
+        box = app.screen.query_one(Input)
+        box.value = "="
+        await pilot.press("enter")
+        results = app.screen.query_one("#search-results", DataTable)
+        await until(pilot, lambda: "read back to step" in (results.border_title or ""))
+        first = results.row_count
+        assert 0 < first <= 16 and "enter in the box reads further back" in results.border_title
+        box.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: results.row_count > first)
+        keys = [row.value for row in results.rows]
+        assert len(keys) == len(set(keys))  # what it read before is not read again
 
 
 async def test_r_lists_runs_and_compares_manifests(db):

@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Markdown
 
-from rlab.store.reader import SCAN_TRAJECTORIES
+from rlab.store.search import SEARCH_BUDGET_S, Found
 from rlab.tui.view import VIEWS
 
 HELP = """\
@@ -98,10 +98,12 @@ class HelpScreen(ModalScreen[None]):
 class SearchScreen(ModalScreen[None]):
     """``/``: find trajectories of the run whose completion or prompt contains a text.
 
-    The query runs in a worker (``StoreReader.search``, newest 100 matches);
-    the title says whether it went through the file's text index or scanned
-    the newest trajectories; ``enter`` on a match moves the cursor there and
-    opens the trajectory inspector.
+    The query runs in a worker (``StoreReader.search``): the newest 100
+    matches, read newest first for at most ``store.search.SEARCH_BUDGET_S``
+    seconds; the title says whether it went through the file's text index or
+    scanned, and how far back it read. ``enter`` in the box again on the same
+    text reads further back and adds what it finds; ``enter`` on a match moves the cursor
+    there and opens the trajectory inspector.
     """
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Close")]
@@ -117,28 +119,38 @@ class SearchScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("step", "group", "traj", "reward", "completion")
         self._rows: dict[str, dict] = {}
+        self._text = ""
+        self._last: Found | None = None
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        """Enter in the box: search in a worker, show the matches when they come."""
+        """Enter in the box: search in a worker (on from where the last search of
+        the same text stopped), show the matches when they come."""
         text = event.value.strip()
         if not text:
             return
+        further = text == self._text and self._last is not None and self._last.continue_before is not None
+        if not further:
+            self._text, self._last, self._rows = text, None, {}
+            self.query_one(DataTable).clear()
+        before = self._last.continue_before if further and self._last else None
         run_id = self.app.run_id
-        self.app.read_in_worker(lambda reader: (reader.search(run_id, text, limit=self.LIMIT),
-                                                reader.uses_text_index(text)), self._show)
+        self.app.read_in_worker(lambda reader: reader.search(run_id, text, limit=self.LIMIT, before=before,
+                                                             budget_s=SEARCH_BUDGET_S), self._show)
 
-    def _show(self, found: tuple[list[dict], bool]) -> None:
-        rows, indexed = found
+    def _show(self, found: Found) -> None:
+        self._last = found
         table = self.query_one(DataTable)
-        table.clear()
-        self._rows = {str(r["id"]): r for r in rows}
-        for r in rows:
+        for r in found.rows:
+            self._rows[str(r["id"])] = r
             table.add_row(r["step"], r["group_id"], r["idx"], f"{r['reward'] or 0:.2f}",
                           (r["completion"] or "").replace("\n", "⏎")[:80], key=str(r["id"]))
-        how = ("every trajectory, through the text index" if indexed else
-               f"the newest {SCAN_TRAJECTORIES:,} scanned (`rlab index` builds a text index)")
-        table.border_title = f"{len(rows)} matches (newest first) · {how}"
-        if rows:
+        how = ("through the text index" if found.indexed else
+               "scanned: the text index cannot narrow text whose trigrams most completions hold"
+               if found.index_timed_out else "scanned (`rlab index` builds a text index)")
+        reach = ("every trajectory read" if found.continue_before is None else
+                 f"read back to step {found.reached_step}: enter in the box reads further back")
+        table.border_title = f"{len(self._rows)} matches (newest first) · {how} · {reach}"
+        if found.rows:
             table.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
