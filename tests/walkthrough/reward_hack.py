@@ -6,9 +6,11 @@ Not part of the test run (it takes several minutes and needs tmux). It:
 
 1. starts ``rlab run --scenario reward_hacking`` (TUI + engine) in a
    detached tmux session, in a fresh directory;
-2. waits until the TUI's alerts panel shows ``length_drift`` (the hack
-   taking hold: hedged completions such as "57 67 47" are longer);
-3. presses ``space`` (pause) and waits for the run to be paused;
+2. waits until the TUI's alerts panel shows ``hack`` or ``length_drift``
+   (the hack taking hold: hedged completions such as "57 67 47" are paid
+   and longer);
+3. presses ``space`` (pause), unless an alert in ``pause_on`` paused the
+   run already, and waits for the run to be paused;
 4. presses ``e`` (reward editor) and writes the scenario's
    ``rewards_fixed.py`` over the run's reward file, as another editor would;
    waits for the check and the dry-run diff on screen and keeps it;
@@ -36,6 +38,9 @@ from pathlib import Path
 from rlab.scenarios.reward_hacking import SCENARIO, hedged_share
 from rlab.store.control import send_command
 
+HACK_ALERTS = ("hack:", "length_drift")
+"""The alerts panel's lines that name hedging (``kind: message``): the policy paid for lists of
+candidates (a hack: reward up, success down) whose completions grow longer (length drift)."""
 SESSION = "rlab-walkthrough"
 RUN = "walk"
 
@@ -98,12 +103,13 @@ def play(workdir: Path, threshold: float, within: int) -> dict:
     tmux("new-session", "-d", "-s", SESSION, "-x", "200", "-y", "60", "-c", str(workdir),
          f"OMP_NUM_THREADS=1 {rlab} run --scenario reward_hacking --db {db} --name {RUN} --eval-size 100")
     t0 = time.monotonic()
-    wait("the alert", lambda: "length_drift" in screen(), 900)
-    alert_screen = screen()
-    alert_line = next(line for line in alert_screen.splitlines() if "length_drift" in line)
-    keys("Space")
+    alert_line = wait("an alert naming the hack", lambda: next(
+        (line for line in screen().splitlines() if any(kind in line for kind in HACK_ALERTS)), None), 900)
+    if run_status(db) != "paused":  # an alert in pause_on may have paused it already: space would resume it
+        keys("Space")
     wait("the pause", lambda: run_status(db) == "paused", 120)
     paused_at = query(db, "SELECT step FROM events WHERE kind = 'pause' ORDER BY id DESC LIMIT 1")[0][0]
+    alerts = query(db, "SELECT step, json_extract(payload, '$.alert') FROM events WHERE kind = 'alert' ORDER BY id")
     keys("e")
     wait("the reward editor", lambda: "Apply" in screen(), 60)
     shutil.copyfile(SCENARIO.fixed_reward_file, workdir / "rlab_runs" / db.name / RUN / "rewards.py")
@@ -123,7 +129,8 @@ def play(workdir: Path, threshold: float, within: int) -> dict:
 
     below_at = wait("the recovery", recovered, 900)
     return {"ok": below_at > 0, "threshold": threshold, "within_steps": within,
-            "alert": alert_line.strip(), "paused_at_step": paused_at, "edit_applied_at_step": edit_step,
+            "alert": alert_line.strip(), "alerts_before_pause": alerts, "paused_at_step": paused_at,
+            "edit_applied_at_step": edit_step,
             "hedged_below_threshold_at_step": below_at if below_at > 0 else None,
             "seconds": round(time.monotonic() - t0, 1), "steps": per_step(db), "dry_run_screen": dry_run}
 
