@@ -2,7 +2,7 @@
 
     python tests/bench/tui.py [--trajectories 1000000] [--steps 10000]
                               [--completion-chars 300] [--db PATH]
-                              [--presses 200] [--memory-seconds 180]
+                              [--presses 200] [--memory-seconds 180] [--engine-alerts]
 
 Builds (or reuses, with ``--db``) a run file with the store benchmark's
 builder (tests/bench/store.py: groups of 8, completions of
@@ -220,6 +220,10 @@ def main() -> None:
     parser.add_argument("--stream-interval", type=float, default=0.1,
                         help="seconds between streamed steps (0.1: 10 steps/s, 80 groups/s; "
                              "0: no streaming)")
+    parser.add_argument("--engine-alerts", action="store_true",
+                        help="mark the run as one whose alerts our engine raised (config alerts_by), as a run "
+                             "of `rlab run` is: the TUI shows them instead of replaying the watch over every "
+                             "streamed step, as it does for a run imported from another tool (the default)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or Path(tmp) / "bench.db"
@@ -229,6 +233,14 @@ def main() -> None:
             result["build_s"] = round(built["seconds"], 1)
         from rlab.store.reader import StoreReader
 
+        if args.engine_alerts:
+            from rlab.store.db import write_transaction
+            from rlab.store.writer import StoreWriter
+
+            with StoreWriter(path) as writer, write_transaction(writer.database):
+                writer.database.execute("UPDATE runs SET config = json_set(config, '$.alerts_by', 'engine') "
+                                        "WHERE name = 'bench'")
+        result["alerts"] = "engine" if args.engine_alerts else "replayed by the TUI"
         with StoreReader(path) as reader:
             run = reader.run_by_name("bench")
             run_id = run["id"]
