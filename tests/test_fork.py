@@ -431,9 +431,30 @@ async def test_o_refuses_a_setting_that_cannot_change_and_sends_nothing(tree):
         await pilot.press("o")
         await _until(pilot, lambda: isinstance(app.screen, SettingsScreen))
         assert app.screen.query_one(Input).has_focus
+        said = str(app.screen.query_one("#settings-box").children[0].render())
+        assert "lr, temperature" in said and "alert.NAME" in said  # our engine's, as the run's trainer
         await pilot.press(*"group_size=2", "enter")
         await _until(pilot, lambda: "group_size cannot change" in str(app.screen.query_one("#settings-error").render()))
     assert StoreReader(tree).commands(1) == []
+
+
+async def test_o_on_a_trl_run_names_what_its_trainer_takes(tmp_path):
+    """TrainerSettings declared what a TRL run takes between steps, but the dialog listed the
+    engine's settings (temperature among them, which a TRL run refuses)."""
+    from rlab.store.writer import StoreWriter
+    from rlab.tui.app import RolloutLabApp
+    from rlab.tui.change_dialogs import SettingsScreen
+
+    db = tmp_path / "trl.db"
+    with StoreWriter(db) as writer:
+        writer.start_run("grpo", "trl", {"learning_rate": 1e-5}, {})
+    app = RolloutLabApp(db, run_id=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _until(pilot, lambda: app.run_row is not None)
+        await pilot.press("o")
+        await _until(pilot, lambda: isinstance(app.screen, SettingsScreen))
+        said = str(app.screen.query_one("#settings-box").children[0].render())
+        assert "(lr, beta; not temperature, max_new_tokens" in said and "alert.NAME" not in said
 
 
 async def test_the_compare_screen_pairs_a_fork_and_its_parent_at_matched_steps(tree):

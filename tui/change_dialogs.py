@@ -79,7 +79,7 @@ class ChangeActions(_Base):
         if run is None or run.get("status") not in ("running", "paused"):
             self.notify("o changes a live run's settings; fork a finished one (f)", severity="warning")
             return
-        self.push_screen(SettingsScreen(self.db_path, run["name"]),
+        self.push_screen(SettingsScreen(self.db_path, run["name"], run["scenario"]),
                          lambda answer: answer and self.notify(answer, timeout=6))
 
 
@@ -172,21 +172,26 @@ class ForkScreen(ModalScreen[str | None]):
 
 class SettingsScreen(ModalScreen[str | None]):
     """``o``: change the watched run's settings at its next step boundary (``rlab set``);
-    dismisses with the engine's answer."""
+    dismisses with the engine's answer. It names what the run's trainer takes
+    between steps and what it refuses (``engine.settings.trainer_settings``: a
+    TRL run takes fewer than our engine)."""
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Cancel")]
     AUTO_FOCUS = "#settings-input"
 
-    def __init__(self, db: Path, run: str) -> None:
+    def __init__(self, db: Path, run: str, scenario: str) -> None:
         super().__init__()
-        self.db, self.run = db, run
+        self.db, self.run, self.scenario = db, run, scenario
 
     def compose(self) -> ComposeResult:
-        from rlab.engine.settings import BETWEEN_STEPS
+        from rlab.engine.settings import trainer_settings
 
+        rules = trainer_settings(self.scenario)
+        takes = ", ".join(n for n in rules.between_steps if n != "alerts")
+        alerts = "; an alert threshold as alert.NAME" if "alerts" in rules.between_steps else ""
+        refused = f"; not {', '.join(rules.refused)}: `rlab set` says why" if rules.refused else ""
         with Vertical(id="settings-box"):
-            yield Static(f"change {self.run}'s settings from its next step ({', '.join(BETWEEN_STEPS)}; "
-                         "an alert threshold as alert.NAME)")
+            yield Static(f"change {self.run}'s settings from its next step ({takes}{alerts}{refused})")
             yield Input(placeholder="lr=2e-5 temperature=0.9 (enter: send)", id="settings-input")
             yield Static("", id="settings-error")
         yield Footer(compact=True)
