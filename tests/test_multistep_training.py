@@ -22,7 +22,8 @@ from rlab.engine.rollout.episodes import run_group
 from rlab.engine.rollout.play import Rollout
 from rlab.engine.train.advantages import grpo, rollout_advantages
 from rlab.engine.train.batch import episode_samples, to_batch, train_samples
-from rlab.engine.train.trainer import TrainConfig, Trainer, _collate
+from rlab.engine.train.microbatch import collate
+from rlab.engine.train.trainer import TrainConfig, Trainer
 from rlab.engine.types import Rollouts
 from rlab.scenarios.number_guess import SCENARIO as GUESS
 
@@ -163,13 +164,13 @@ def sampled_episodes(raw_tiny_model_dir):
 
 def trained_token_losses(trainer, samples, clip_eps=0.2):
     """Per trained token (in order): the clipped surrogate loss term, from one forward pass."""
-    batch = _collate(samples, trainer.pad_id, "cpu", drop_zero_advantage=True)
+    batch = collate(samples, trainer.pad_id, "cpu", drop_zero_advantage=True)
     with torch.no_grad():
         logp, _ = trainer._token_logprobs(trainer.model, batch, with_entropy=False)
-    ratio = torch.exp(logp - (batch["old_logprobs"] - 0.05))  # a ratio away from 1
-    adv = batch["advantages"]
+    ratio = torch.exp(logp - (batch.old_logprobs - 0.05))  # a ratio away from 1
+    adv = batch.advantages
     loss = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv)
-    return loss[batch["mask"] > 0].numpy()
+    return loss[batch.mask > 0].numpy()
 
 
 @pytest.mark.parametrize("loss_tokens", ["with_signal", "all"])

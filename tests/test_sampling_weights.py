@@ -9,7 +9,8 @@ import torch
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy
 from rlab.engine.policy.tiny import embedded_dir
-from rlab.engine.train.trainer import TrainConfig, Trainer, _collate
+from rlab.engine.train.microbatch import collate
+from rlab.engine.train.trainer import TrainConfig, Trainer
 from rlab.engine.types import TrainSample
 
 PROMPTS = [[{"role": "user", "content": f"{a}+{b}="}] for a, b in ((12, 34), (56, 7), (81, 19), (40, 40))]
@@ -29,10 +30,10 @@ def _sampled_and_recomputed(policy: Policy, trainer: Trainer) -> tuple[torch.Ten
     prompts = [policy.render(p) for p in PROMPTS for _ in range(4)]
     samples = policy.sample(prompts, max_new_tokens=6, temperature=0.7)
     train = [TrainSample(p, s.token_ids, s.logprobs, advantage=1.0) for p, s in zip(prompts, samples)]
-    batch = _collate(train, policy.pad_id, "cpu")
+    batch = collate(train, policy.pad_id, "cpu")
     with torch.no_grad():
         recomputed, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
-    return batch["old_logprobs"][batch["completion_mask"].bool()], recomputed[batch["completion_mask"].bool()]
+    return batch.old_logprobs[batch.completion_mask.bool()], recomputed[batch.completion_mask.bool()]
 
 
 def test_the_merged_copy_samples_the_trained_policys_distribution_before_and_after_an_update():

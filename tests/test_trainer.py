@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from rlab.engine.policy.model import Policy
-from rlab.engine.train import trainer as trainer_module
-from rlab.engine.train.trainer import Trainer, TrainConfig, _collate, by_length, micro_batches, vocab_size
+from rlab.engine.train import microbatch as microbatch_module
+from rlab.engine.train.microbatch import by_length, collate, micro_batches, vocab_size
+from rlab.engine.train.trainer import Trainer, TrainConfig
 from rlab.engine.types import TrainSample
 
 # transformers 5.2x renamed forward's `past_key_values` to `cache` and warns on
@@ -41,7 +42,7 @@ def test_padded_batch_gives_the_unpadded_logprobs(policy):
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=1.0))
     samples = [_sample(policy, "1+2=", "3", 1.0), _sample(policy, "10+20=", "30", 1.0),
                _sample(policy, "99+99=", "198", 1.0)]
-    batch = _collate(samples, policy.pad_id, "cpu")
+    batch = collate(samples, policy.pad_id, "cpu")
     logp, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
     for row, sample in enumerate(samples):
         got = logp[row, : len(sample.completion_ids)].tolist()
@@ -59,7 +60,7 @@ def test_entropies_match_the_full_softmax_at_the_sampling_temperature(policy):
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=0.7))
     samples = [_sample(policy, f"{a}+{a}=", str(2 * a), 1.0) for a in range(1, 12)]  # > one entropy block
     with torch.no_grad():
-        logp, entropy = trainer._token_logprobs(policy.model, _collate(samples, policy.pad_id, "cpu"),
+        logp, entropy = trainer._token_logprobs(policy.model, collate(samples, policy.pad_id, "cpu"),
                                                 with_entropy=True)
         for row, sample in enumerate(samples):
             reference = torch.log_softmax(_unpadded_logits(policy, sample) / 0.7, -1)
@@ -74,10 +75,10 @@ def test_shared_prompts_give_the_per_row_log_probs_and_gradients(policy):
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=1.0))
     samples = [_sample(policy, prompt, completion, 1.0)
                for prompt in ("12+34=", "7+8=") for completion in ("46", "15", "1234", "")]
-    batch = _collate(samples, policy.pad_id, "cpu")
-    assert batch["prompt_ids"].shape[0] == 2 and batch["prompt_of_row"].tolist() == [0] * 4 + [1] * 4
+    batch = collate(samples, policy.pad_id, "cpu")
+    assert batch.prompt_ids.shape[0] == 2 and batch.prompt_of_row.tolist() == [0] * 4 + [1] * 4
     logp, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
-    (logp * batch["mask"]).sum().backward()
+    (logp * batch.mask).sum().backward()
     shared = [p.grad.clone() for p in policy.model.parameters()]
     policy.model.zero_grad()
     total = torch.zeros(())
@@ -127,8 +128,8 @@ def test_micro_batched_update_equals_one_pass(policy, monkeypatch):
     whole = Trainer(policy.model, policy.pad_id, config).update(samples)
     whole_grads = [p.grad.clone() for p in policy.model.parameters()]  # the update leaves them in place
     policy.model.load_state_dict(start)
-    monkeypatch.setattr(trainer_module, "LOGITS_BUDGET_BYTES", 2 * 5 * vocab_size(policy.model) * 4)
-    assert len(micro_batches(samples, vocab_size(policy.model), trainer_module.LOGITS_BUDGET_BYTES)) >= 3
+    monkeypatch.setattr(microbatch_module, "LOGITS_BUDGET_BYTES", 2 * 5 * vocab_size(policy.model) * 4)
+    assert len(micro_batches(samples, vocab_size(policy.model), microbatch_module.LOGITS_BUDGET_BYTES)) >= 3
     split = Trainer(policy.model, policy.pad_id, config).update(samples)
     for key in ("loss", "kl", "entropy", "grad_norm"):
         assert split[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-6)
@@ -204,13 +205,13 @@ def test_gradient_checkpointing_takes_the_one_pass_per_row_path_with_the_same_lo
 
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=1.0))
     samples = [_sample(policy, "12+34=", completion, 1.0) for completion in ("46", "15", "1234")]
-    batch = _collate(samples, policy.pad_id, "cpu")
+    batch = collate(samples, policy.pad_id, "cpu")
     policy.model.train()
     with torch.no_grad():
         shared, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
         training_options(policy.model, "cpu", gradient_checkpointing=True)
         per_row, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
-    assert torch.allclose(shared * batch["mask"], per_row * batch["mask"], atol=1e-5)
+    assert torch.allclose(shared * batch.mask, per_row * batch.mask, atol=1e-5)
 
 
 def test_a_short_cpu_update_runs_eager_attention_and_equals_the_sdpa_update(policy, monkeypatch):
@@ -291,7 +292,7 @@ def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(p
     samples = [_system_sample(policy, question, completion, adv)
                for question in ("12+34=", "7+8=", "1+1=")
                for completion, adv in (("46", 1.0), ("15", -0.5), ("1234", 0.25))]
-    monkeypatch.setattr(trainer_module, "LOGITS_BUDGET_BYTES", 2 * 5 * vocab_size(model) * 4)
+    monkeypatch.setattr(microbatch_module, "LOGITS_BUDGET_BYTES", 2 * 5 * vocab_size(model) * 4)
     start = {k: v.clone() for k, v in model.state_dict().items()}
     config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0)
     runs, fewest = {}, kv.MIN_SHARED_PREFIX_TOKENS

@@ -51,88 +51,10 @@ from transformers import DynamicCache
 from rlab.engine.config import LossTokens, RunConfig
 from rlab.engine.policy.device import training_attention
 from rlab.engine.policy.lora import is_lora, reference_mode
-from rlab.engine.policy.kv import left_pad, shared_prefix_kv, shared_prefix_length, with_cache
+from rlab.engine.policy.kv import shared_prefix_kv, shared_prefix_length, with_cache
+from rlab.engine.train.microbatch import MicroBatch, by_length, collate, logits_budget, micro_batches, vocab_size
 from rlab.engine.train.token_logprobs import chosen_logprobs, token_entropy
 from rlab.engine.types import TrainSample
-
-
-#: Bytes of one float32 (rows, tokens, vocabulary) logits tensor per micro-batch. SmolLM2's
-#: 49,152-token vocabulary makes a 64 x 64-token batch 0.8 GB per copy, and the forward and
-#: backward passes hold several, plus the layers' activations, which grow with the same
-#: token count. Measured (tests/bench/real_model.py, SmolLM2, 64 sequences, LoRA): peak RSS
-#: 6.36 GB in one pass, 4.38 GB at 256 MiB, 2.22 GB at 64 MiB, with the update no slower
-#: (15.3, 14.3, 13.7 s). The tiny policy's batches never reach it.
-LOGITS_BUDGET_BYTES = 64 * 2**20
-#: On CUDA the budget is this share of the device's free memory (at least the CPU's): an
-#: H100's 70+ GB take a whole GRPO batch of a small model in one pass (unless its padding
-#: would dominate: :data:`MAX_PADDING_SHARE`), where the CPU's
-#: 64 MiB cut SmolLM2's 64 sequences into ~20 micro-batches (about 3 each).
-CUDA_FREE_SHARE = 1 / 8
-
-
-def logits_budget(device: torch.device) -> int:
-    """Bytes of float32 logits per micro-batch on ``device`` (see :func:`micro_batches`):
-    :data:`LOGITS_BUDGET_BYTES` on CPU, :data:`CUDA_FREE_SHARE` of the free memory on CUDA."""
-    if device.type != "cuda":
-        return LOGITS_BUDGET_BYTES
-    free, _ = torch.cuda.mem_get_info(device)
-    return max(LOGITS_BUDGET_BYTES, int(free * CUDA_FREE_SHARE))
-
-
-def vocab_size(model) -> int:
-    """Rows of the model's output layer (V, the width of its logits)."""
-    return int(model.get_output_embeddings().weight.shape[0])
-
-
-#: A micro-batch is cut before its padding would pass this share of its tokens (rows x
-#: (widest prompt + widest completion)) and :data:`MIN_PADDING_TOKENS`. Episodes of one
-#: step differ in length (an 8 x 8 lake's walks: 150 to 1,800 tokens), and a padded row
-#: still pays for its whole width in attention. Measured (tests/bench/padding.py, 24
-#: episodes of 420-1,920 tokens, the tiny policy, one thread): 14.3 s an update in one
-#: pass, 8.9 s cut at a share of 0.2 (1.6x; docs/results/padding.json), the same loss.
-MAX_PADDING_SHARE = 0.2
-#: Padding below this many tokens never cuts: a batch of short completions (arithmetic's
-#: 256 rows of some 16 tokens) costs less padded than as many small passes.
-MIN_PADDING_TOKENS = 1024
-
-
-def micro_batches(samples: list[TrainSample], vocab: int,
-                  budget_bytes: int) -> list[list[TrainSample]]:
-    """``samples`` cut, in order, into runs whose float32 logits (rows x widest
-    completion x ``vocab`` x 4 bytes) fit ``budget_bytes`` and whose padding stays
-    within :data:`MAX_PADDING_SHARE` of their tokens (or :data:`MIN_PADDING_TOKENS`,
-    whichever is more); a sample over the budget on its own is a micro-batch by
-    itself. In :func:`by_length`'s order a micro-batch's completions have similar widths.
-    """
-    chunks: list[list[TrainSample]] = [[]]
-    prompt_width = widest = real = 0
-    for sample in samples:
-        prompt, completion = len(sample.prompt_ids), len(sample.completion_ids)
-        rows, wider, wider_prompt = len(chunks[-1]) + 1, max(widest, completion), max(prompt_width, prompt)
-        over_budget = rows * wider * vocab * 4 > budget_bytes
-        area = rows * (wider_prompt + wider)
-        padding = area - (real + prompt + completion)
-        if chunks[-1] and (over_budget or padding > max(MAX_PADDING_SHARE * area, MIN_PADDING_TOKENS)):
-            chunks.append([])
-            wider, wider_prompt, real = completion, prompt, 0
-        chunks[-1].append(sample)
-        widest, prompt_width, real = wider, wider_prompt, real + prompt + completion
-    return chunks
-
-
-def by_length(samples: list[TrainSample]) -> list[TrainSample]:
-    """``samples`` ordered by completion length (samples of one prompt adjacent among
-    equal lengths), so a micro-batch pads its completions to its neighbours' width.
-
-    Not group by group: a group with one completion cut at the token budget
-    padded all its rows to it (arithmetic: nearly every group of a step has
-    one, so 40 rows of 2-24 tokens ran as 40 x 24). The price is more distinct
-    prompts per micro-batch, each of which runs only what follows the shared prefix
-    all prompts share (:class:`SharedPrefix`). Measured on SmolLM2 (one
-    arithmetic step, 40 trained rows, 2 threads): 4.58 s grouped, 3.32 s in
-    this order with the shared prefix, the same loss.
-    """
-    return sorted(samples, key=lambda s: (len(s.completion_ids), tuple(s.prompt_ids)))
 
 
 def _run_default(name: str) -> Any:
@@ -248,11 +170,11 @@ class Trainer:
         # The KL term's reference pass would need a shared prefix of its own: with beta > 0 prompts run whole.
         shared = shared_prefix_length([s.prompt_ids for s in active]) if self.config.beta == 0 and not _checkpointed(
             self.model) else 0
-        chunks = [_collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0, skip=shared)
+        chunks = [collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0, skip=shared)
                   for part in micro_batches(active, vocab_size(self.model), logits_budget(device))] if active else []
-        n_tokens = sum(float(chunk["mask"].sum()) for chunk in chunks)
+        n_tokens = sum(float(chunk.mask.sum()) for chunk in chunks)
         loss_tokens = n_tokens if self.config.loss_tokens == "with_signal" else float(sum(sum(s.mask()) for s in samples))
-        widest = max((c["prompt_ids"].shape[1] + c["completion_ids"].shape[1] for c in chunks), default=0)
+        widest = max((c.prompt_ids.shape[1] + c.completion_ids.shape[1] for c in chunks), default=0)
         return _Prepared(chunks, len(active), n_tokens, loss_tokens, widest, active[0].prompt_ids[:shared] if shared else [])
 
     def _update(self, prepared: _Prepared, *, take_old: bool) -> dict[str, float]:
@@ -267,7 +189,7 @@ class Trainer:
         totals = dict.fromkeys(("loss", "kl", "clip_ratio", "entropy"), 0.0)
         mismatch = Mismatch()
         models = [self.model] if self.reference is None else [self.model, self.reference]
-        device = prepared.chunks[0]["completion_ids"].device
+        device = prepared.chunks[0].completion_ids.device
         with training_attention(models, device, prepared.widest_tokens + len(prepared.shared_prefix)):
             start = SharedPrefix.run(self.model, prepared.shared_prefix, device, self.autocast) \
                 if prepared.shared_prefix else None
@@ -289,7 +211,7 @@ class Trainer:
         return {**metrics, "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
                 "trained_samples": prepared.samples, **mismatch.metrics()}
 
-    def _token_sums(self, batch: dict[str, torch.Tensor], *, take_old: bool = False,
+    def _token_sums(self, batch: MicroBatch, *, take_old: bool = False,
                     start: SharedPrefix | None = None, mismatch: Mismatch | None = None) -> dict[str, torch.Tensor]:
         """Sums over the trained tokens of one micro-batch: ``loss`` (with its
         graph: clipped surrogate, each token weighted by its importance weight,
@@ -300,18 +222,16 @@ class Trainer:
         gathers their statistics). ``start``: the shared prefix the batch's
         prompts were collated without."""
         logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True, start=start)
-        mask = batch["mask"]
+        mask = batch.mask
         if take_old:
             assert self.config.is_cap is not None
-            diff = (logp.detach() - batch["old_logprobs"]) * mask  # log pi_old - log pi_sampler
-            batch["is_weights"] = torch.clamp(torch.exp(diff), max=self.config.is_cap)
-            batch["old_logprobs"] = logp.detach()
-            if mismatch is not None:
-                mismatch.add(diff, batch["is_weights"], mask)
-        ratio = torch.exp(logp - batch["old_logprobs"])
-        adv = batch["advantages"]
+            diff = batch.take_policy_logprobs(logp, self.config.is_cap)
+            if mismatch is not None and batch.is_weights is not None:
+                mismatch.add(diff, batch.is_weights, mask)
+        ratio = torch.exp(logp - batch.old_logprobs)
+        adv = batch.advantages
         clipped = torch.clamp(ratio, 1 - self.config.clip_eps, 1 + self.config.clip_eps)
-        weights = batch.get("is_weights")
+        weights = batch.is_weights
         surrogate = torch.minimum(ratio * adv, clipped * adv) * (weights if weights is not None else 1.0)
         loss = -(surrogate * mask).sum()
         kl = self._kl(batch, logp)
@@ -323,7 +243,7 @@ class Trainer:
         return {"loss": loss, "kl": (kl * mask).sum().detach(), "clip_ratio": (was_clipped.float() * mask).sum(),
                 "entropy": (entropy * mask).sum()}
 
-    def _kl(self, batch: dict, logp: torch.Tensor) -> torch.Tensor:
+    def _kl(self, batch: MicroBatch, logp: torch.Tensor) -> torch.Tensor:
         if self.config.beta == 0:
             return torch.zeros_like(logp)
         with torch.no_grad():
@@ -335,7 +255,7 @@ class Trainer:
         delta = ref_logp - logp
         return torch.exp(delta) - delta - 1
 
-    def _token_logprobs(self, model, batch: dict, *, with_entropy: bool, start: SharedPrefix | None = None):
+    def _token_logprobs(self, model, batch: MicroBatch, *, with_entropy: bool, start: SharedPrefix | None = None):
         """Log-probs (B, T) float32 of the completion tokens, and their entropies (B, T).
 
         Memory: only the logits as the model returns them (bf16 under
@@ -345,7 +265,7 @@ class Trainer:
         """
         with self.autocast():
             logits = _completion_logits(model, batch, start)
-        logp, lse = chosen_logprobs(logits, batch["completion_ids"], self.config.temperature)
+        logp, lse = chosen_logprobs(logits, batch.completion_ids, self.config.temperature)
         if not with_entropy:
             return logp, None
         return logp, token_entropy(logits.detach(), lse.detach(), self.config.temperature)
@@ -353,13 +273,13 @@ class Trainer:
 
 @dataclass
 class _Prepared:
-    """A step's batch as its updates run it: the micro-batches (:func:`_collate`), how many
+    """A step's batch as its updates run it: the micro-batches (``engine.train.microbatch.collate``), how many
     samples they hold, the trained tokens (``n_tokens``), the loss's denominator, the
     widest micro-batch's prompt and completion width in tokens (``widest_tokens``), and the
     prefix every prompt shares (:func:`~rlab.engine.policy.kv.shared_prefix_length`), which
     the micro-batches' prompts are collated without (``shared_prefix``; empty: none)."""
 
-    chunks: list[dict[str, torch.Tensor]]
+    chunks: list[MicroBatch]
     samples: int
     n_tokens: float
     loss_tokens: float
@@ -455,7 +375,7 @@ def _frozen_copy(model):
     return reference
 
 
-def _completion_logits(model, batch: dict[str, torch.Tensor], start: SharedPrefix | None = None) -> torch.Tensor:
+def _completion_logits(model, batch: MicroBatch, start: SharedPrefix | None = None) -> torch.Tensor:
     """Logits (B, W, V) at the positions that predict each row's W completion tokens.
 
     The G samples of a group share their prompt, so each distinct prompt
@@ -466,71 +386,26 @@ def _completion_logits(model, batch: dict[str, torch.Tensor], start: SharedPrefi
     the compute (arithmetic: 32 x 6 + 256 x 4 tokens instead of 256 x 10).
     With ``start``, the prompts were collated without it, and run over its cache.
     """
-    rows, width = batch["prompt_of_row"], batch["completion_ids"].shape[1]
-    prompt_mask = batch["prompt_mask"]
+    rows, width = batch.prompt_of_row, batch.completion_ids.shape[1]
+    prompt_mask = batch.prompt_mask
     if start is not None:
         prompt_mask = torch.cat([prompt_mask.new_ones((prompt_mask.shape[0], len(start.ids))), prompt_mask], dim=1)
     if _checkpointed(model):
         # Checkpointed layers keep no KV cache: one pass over prompt + completion per row.
-        attention = torch.cat([prompt_mask[rows], batch["completion_mask"]], dim=1)
-        return model(input_ids=torch.cat([batch["prompt_ids"][rows], batch["completion_ids"]], dim=1),
+        attention = torch.cat([prompt_mask[rows], batch.completion_mask], dim=1)
+        return model(input_ids=torch.cat([batch.prompt_ids[rows], batch.completion_ids], dim=1),
                      attention_mask=attention, position_ids=(attention.cumsum(dim=1) - 1).clamp(min=0),
                      logits_to_keep=width + 1).logits[:, :-1]
     cache = start.cache(prompt_mask.shape[0]) if start is not None else DynamicCache()
-    head = model(input_ids=batch["prompt_ids"], attention_mask=prompt_mask,
-                 position_ids=batch["prompt_positions"], **with_cache(model, cache), use_cache=True, logits_to_keep=1)
+    head = model(input_ids=batch.prompt_ids, attention_mask=prompt_mask,
+                 position_ids=batch.prompt_positions, **with_cache(model, cache), use_cache=True, logits_to_keep=1)
     first = head.logits[rows]
     if width == 1:
         return first
     cache.batch_select_indices(rows)
-    after_prompt = batch["prompt_positions"][rows, -1:] + 1
-    tail = model(input_ids=batch["completion_ids"][:, :-1],
-                 attention_mask=torch.cat([prompt_mask[rows], batch["completion_mask"][:, :-1]], dim=1),
+    after_prompt = batch.prompt_positions[rows, -1:] + 1
+    tail = model(input_ids=batch.completion_ids[:, :-1],
+                 attention_mask=torch.cat([prompt_mask[rows], batch.completion_mask[:, :-1]], dim=1),
                  position_ids=after_prompt + torch.arange(width - 1, device=rows.device),
                  **with_cache(model, cache), use_cache=True).logits
     return torch.cat([first, tail], dim=1)
-
-
-def _collate(samples: list[TrainSample], pad_id: int, device, *,
-             drop_zero_advantage: bool = False, skip: int = 0) -> dict[str, torch.Tensor]:
-    """The trainer's batch: distinct prompts once, completions per row.
-
-    ``prompt_ids`` / ``prompt_mask`` / ``prompt_positions`` (D, Lp): the D
-    distinct prompts, left-padded (positions count real tokens only, as
-    generate() does), without their first ``skip`` tokens (a
-    :class:`SharedPrefix`'s; positions count from ``skip``);
-    ``prompt_of_row`` (B,) long: each sample's prompt.
-    ``completion_ids`` / ``completion_mask`` (B, W): completions,
-    right-padded. ``mask`` (B, W) is each sample's loss mask, without its
-    zero-advantage tokens when ``drop_zero_advantage``; ``old_logprobs`` and
-    ``advantages`` (B, W) float32 are per token.
-    """
-    distinct: dict[tuple[int, ...], int] = {}
-    prompt_of_row = [distinct.setdefault(tuple(s.prompt_ids), len(distinct)) for s in samples]
-    prompt_ids, prompt_mask = left_pad([list(p[skip:]) for p in distinct], pad_id, device)
-    width = max(len(s.completion_ids) for s in samples)
-    comp, attn, mask, old, adv = [], [], [], [], []
-    for s in samples:
-        pad = [0.0] * (width - len(s.completion_ids))
-        advantages = s.advantages()
-        trained = s.mask()
-        if drop_zero_advantage:
-            trained = [m if a != 0.0 else 0.0 for m, a in zip(trained, advantages)]
-        comp.append(s.completion_ids + [pad_id] * len(pad))
-        attn.append([1] * len(s.completion_ids) + [0] * len(pad))
-        mask.append(list(trained) + pad)
-        old.append(list(s.old_logprobs) + pad)
-        adv.append(list(advantages) + pad)
-    as_long = lambda x: torch.tensor(x, dtype=torch.long, device=device)  # noqa: E731
-    as_float = lambda x: torch.tensor(x, dtype=torch.float32, device=device)  # noqa: E731
-    return {
-        "prompt_ids": prompt_ids,
-        "prompt_mask": prompt_mask,
-        "prompt_positions": (prompt_mask.cumsum(dim=1) - 1).clamp(min=0) + skip,
-        "prompt_of_row": as_long(prompt_of_row),
-        "completion_ids": as_long(comp),
-        "completion_mask": as_long(attn),
-        "mask": as_float(mask),
-        "old_logprobs": as_float(old),
-        "advantages": as_float(adv),
-    }

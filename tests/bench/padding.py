@@ -32,7 +32,7 @@ from transformers import LlamaForCausalLM  # noqa: E402
 
 from rlab.engine.config import RunConfig  # noqa: E402
 from rlab.engine.policy.tiny import build_config, build_tokenizer  # noqa: E402
-from rlab.engine.train import trainer  # noqa: E402
+from rlab.engine.train import microbatch, trainer  # noqa: E402
 from rlab.engine.types import TrainSample  # noqa: E402
 
 
@@ -60,21 +60,21 @@ def main() -> None:
     model = LlamaForCausalLM(build_config(len(build_tokenizer()), 2048))
     start = {k: v.clone() for k, v in model.state_dict().items()}
     samples = episodes(args.episodes)
-    shipped = trainer.MAX_PADDING_SHARE
+    shipped = microbatch.MAX_PADDING_SHARE
     shares = {"one_pass": 1.0, "padding_aware": shipped}
     seconds: dict[str, list[float]] = {label: [] for label in shares}
     metrics: dict[str, dict[str, float]] = {}
     for _ in range(args.repeats):
         for label, share in shares.items():
             model.load_state_dict(start)
-            trainer.MAX_PADDING_SHARE = share
+            microbatch.MAX_PADDING_SHARE = share
             update = trainer.Trainer(model, 0, trainer.TrainConfig.from_run(RunConfig()))
             t0 = time.perf_counter()
             result = update.update(samples)
             seconds[label].append(time.perf_counter() - t0)
             metrics[label] = {"loss": result["loss"], "grad_norm": result["grad_norm"]}
-    trainer.MAX_PADDING_SHARE = shipped
-    cuts = trainer.micro_batches(trainer.by_length(samples), 100, trainer.LOGITS_BUDGET_BYTES)
+    microbatch.MAX_PADDING_SHARE = shipped
+    cuts = microbatch.micro_batches(microbatch.by_length(samples), 100, microbatch.LOGITS_BUDGET_BYTES)
     median = {label: statistics.median(s) for label, s in seconds.items()}
     print(json.dumps({"bench": "padding", "episodes": len(samples), "threads": 1,
                       "max_padding_share": shipped, "median_update_s": median,
