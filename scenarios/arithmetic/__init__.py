@@ -9,9 +9,11 @@ with the run's seed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rlab.scenarios.base import BuiltinScenario
 
 #: Seed of the held-out split; changing it changes the manifest's dataset hash.
 HELD_OUT_SEED = 20250521
@@ -32,19 +34,13 @@ def _held_out_pairs() -> set[tuple[int, int]]:
 
 
 @dataclass(frozen=True)
-class Arithmetic:
+class Arithmetic(BuiltinScenario):
     """The arithmetic scenario (single-turn, verifiable reward)."""
 
     name: str = "arithmetic"
-    multi_step: bool = False
-    system_prompt: str | None = None
     reward_file: Path = Path(__file__).with_name("rewards.py")
-    judge_rubric: str | None = None
     success: str | None = "correct"  # solved: exact sum
-    success_threshold: float = 1.0
     warm_start_target: float | None = 0.4
-    warm_start_steps: int = 4000
-    run_defaults: dict[str, Any] = field(default_factory=dict)
 
     def eval_examples(self) -> list[dict[str, Any]]:
         """The fixed held-out split: 500 examples, same for every seed."""

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab.scenarios.base import BuiltinScenario
+
 #: Share of warm-start transcripts that call the tool (the rest answer directly, wrongly).
 TOOL_SHARE = 0.35
 #: Extra transcripts per tool-calling one that train only the answer after the result (the call
@@ -65,7 +67,7 @@ def near_miss(answer: int, rng: random.Random) -> str:
 
 
 @dataclass(frozen=True)
-class Calculator:
+class Calculator(BuiltinScenario):
     """The calculator tool scenario (see the module doc)."""
 
     name: str = "calculator"
@@ -76,9 +78,7 @@ class Calculator:
     judge_rubric: str | None = ("Rank the trajectories by whether the final answer is the exact result. "
                                 "A correct lookup with a tool beats a confident guess.")
     success: str | None = "correct"
-    success_threshold: float = 1.0
     max_turns: int = MAX_TURNS
-    warm_start_target: float | None = None
     warm_start_steps: int = 1500
     # A call is ~80 characters for the character-level tiny policy; four turns fit in 512.
     tiny_context_tokens: int = 512

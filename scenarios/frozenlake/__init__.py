@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab.scenarios.base import BuiltinScenario
 from rlab.scenarios.frozenlake.env import FrozenLakeEnv, level_map, render
 from rlab.scenarios.imitation import imitation_pairs
 from rlab.scenarios.levels import SeedSplits
@@ -44,7 +45,7 @@ def system_prompt(size: int, slippery: bool) -> str:
 
 
 @dataclass(frozen=True)
-class FrozenLake:
+class FrozenLake(BuiltinScenario):
     """A FrozenLake scenario (multi-step; gymnasium's reward: 1.0 on the goal)."""
 
     name: str = "frozenlake"
@@ -54,16 +55,13 @@ class FrozenLake:
     multi_step: bool = True
     system_prompt: str | None = system_prompt(4, False)
     reward_file: Path = Path(__file__).with_name("rewards.py")
-    judge_rubric: str | None = None
     success: str | None = "reached"  # solved: the walk reached the goal
-    success_threshold: float = 1.0
     max_turns: int = 10
     # The rendered map is size * (size + 1) characters per turn: 10 turns of a
     # 4 x 4 map with the system prompt take about 320 tokens.
     tiny_context_tokens: int | None = 512
     # Random play for a fixed number of steps (no pass@1 target): the format
     # and the moves, not the way to the goal.
-    warm_start_target: float | None = None
     warm_start_steps: int = 150
     run_defaults: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 2})
 

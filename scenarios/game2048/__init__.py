@@ -11,10 +11,11 @@ Train seeds come from [0, 1e6) with the run's seed; the held-out split is
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlab.scenarios.base import BuiltinScenario
 from rlab.scenarios.imitation import imitation_pairs
 
 from rlab.scenarios.game2048.board import legal_moves, new_board, to_text
@@ -35,22 +36,18 @@ def _example(seed: int) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Game2048:
+class Game2048(BuiltinScenario):
     """The 2048 scenario (multi-step, per-move rewards)."""
 
     name: str = "game2048"
     multi_step: bool = True
     system_prompt: str | None = SYSTEM_PROMPT
     reward_file: Path = Path(__file__).with_name("rewards.py")
-    judge_rubric: str | None = None
     success: str | None = "max_tile"  # solved: a 2048 tile
-    success_threshold: float = 1.0
     max_turns: int = MAX_TURNS
     # The tiny policy imitates random legal play for a fixed number of
     # steps (no pass@1 target: random play is the point), so RL has room.
-    warm_start_target: float | None = None
     warm_start_steps: int = 400
-    run_defaults: dict[str, Any] = field(default_factory=dict)
 
     def make_env(self, example: dict[str, Any]) -> Game2048Env:
         """A fresh environment; the board comes from ``example["seed"]`` on reset."""

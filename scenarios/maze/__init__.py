@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab.scenarios.base import BuiltinScenario
 from rlab.scenarios.imitation import imitation_pairs
 from rlab.scenarios.maze.env import SMALL, Cell, Grid, MazeEnv, observation
 
@@ -45,7 +46,7 @@ def _example(grid: Grid, cell: Cell, suffix: str = "", slack: int | None = None)
 
 
 @dataclass(frozen=True)
-class Maze:
+class Maze(BuiltinScenario):
     """A maze scenario (multi-step, reward 1 on reaching the goal) on ``grid``."""
 
     name: str = "maze"
@@ -53,9 +54,7 @@ class Maze:
     multi_step: bool = True
     system_prompt: str | None = system_prompt(SMALL)
     reward_file: Path = Path(__file__).with_name("rewards.py")
-    judge_rubric: str | None = None
     success: str | None = "reached"  # solved: the walk reached the goal
-    success_threshold: float = 1.0
     max_turns: int = 10
     # The tiny policy's context in tokens; None: its default, 256, which holds
     # 21 turns after the system prompt (a turn is up to 10 tokens).
@@ -69,7 +68,6 @@ class Maze:
     eval_slack: int | None = None
     # Random legal play for a fixed number of steps (no pass@1 target): the
     # format and legality, not the way to the goal.
-    warm_start_target: float | None = None
     warm_start_steps: int = 150
     run_defaults: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 2})
 

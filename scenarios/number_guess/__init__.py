@@ -12,10 +12,11 @@ train examples draw secrets with the run's seed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlab.scenarios.base import BuiltinScenario
 from rlab.scenarios.imitation import imitation_pairs
 
 from rlab.scenarios.number_guess.env import NumberGuessEnv, prompt_text
@@ -33,22 +34,18 @@ def _example(secret: int, suffix: str = "") -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class NumberGuess:
+class NumberGuess(BuiltinScenario):
     """The number-guessing scenario (multi-step, reward 1 on the correct guess)."""
 
     name: str = "number_guess"
     multi_step: bool = True
     system_prompt: str | None = SYSTEM_PROMPT
     reward_file: Path = Path(__file__).with_name("rewards.py")
-    judge_rubric: str | None = None
     success: str | None = "solved"  # solved: the secret guessed
-    success_threshold: float = 1.0
     max_turns: int = MAX_TURNS
     # The tiny policy imitates random legal play for a fixed number of
     # steps (no pass@1 target: random play is the point), so RL has room.
-    warm_start_target: float | None = None
     warm_start_steps: int = 400
-    run_defaults: dict[str, Any] = field(default_factory=dict)
 
     def make_env(self, example: dict[str, Any]) -> NumberGuessEnv:
         """A fresh environment for ``example`` (the secret is read on reset)."""

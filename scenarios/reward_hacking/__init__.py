@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab.scenarios.arithmetic import SCENARIO as ARITHMETIC
+from rlab.scenarios.base import BuiltinScenario
 
 #: Share of warm-start pairs whose completion hedges (several candidates).
 HEDGE_SHARE = 0.1
@@ -58,22 +59,17 @@ def _hedge(answer: int, rng: random.Random) -> str:
 
 
 @dataclass(frozen=True)
-class RewardHacking:
+class RewardHacking(BuiltinScenario):
     """Addition with a gameable rubric (single-turn); see the module doc."""
 
     name: str = "reward_hacking"
-    multi_step: bool = False
-    system_prompt: str | None = None
     reward_file: Path = Path(__file__).with_name("rewards.py")
     fixed_reward_file: Path = Path(__file__).with_name("rewards_fixed.py")
-    # Room for three candidates ("157 147 167" is 11 characters) plus EOS.
-    judge_rubric: str | None = None
     # Solved: exactly the sum. The loose reward pays; exact_answer (weight 0 in
     # rewards.py) only decides, so pass@1 falls while the reward is gamed.
     success: str | None = "exact_answer"
-    success_threshold: float = 1.0
     warm_start_target: float | None = 0.4
-    warm_start_steps: int = 4000
+    # Room for three candidates ("157 147 167" is 11 characters) plus EOS.
     run_defaults: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 12})
 
     def eval_examples(self) -> list[dict[str, Any]]:

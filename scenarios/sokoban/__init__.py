@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab.scenarios.base import BuiltinScenario
 from rlab.scenarios.imitation import imitation_pairs
 from rlab.scenarios.levels import SeedSplits
 from rlab.scenarios.sokoban.env import SokobanEnv, level, render
@@ -35,7 +36,7 @@ SYSTEM_PROMPT = "Sokoban: push X onto O. P is you, # wall. Reply u, d, l or r.\n
 
 
 @dataclass(frozen=True)
-class Sokoban:
+class Sokoban(BuiltinScenario):
     """A Sokoban scenario (multi-step; gym-sokoban's reward)."""
 
     name: str = "sokoban"
@@ -44,14 +45,11 @@ class Sokoban:
     multi_step: bool = True
     system_prompt: str | None = SYSTEM_PROMPT
     reward_file: Path = Path(__file__).with_name("rewards.py")
-    judge_rubric: str | None = None
     success: str | None = "solved"  # solved: every box on a target
-    success_threshold: float = 1.0
     max_turns: int = 10
     # A 6 x 6 room is drawn as 4 lines of 4 cells (20 characters a turn): 10
     # turns with the system prompt take about 300 tokens.
     tiny_context_tokens: int | None = 512
-    warm_start_target: float | None = None
     warm_start_steps: int = 150
     run_defaults: dict[str, Any] = field(default_factory=lambda: {"max_new_tokens": 2})
 

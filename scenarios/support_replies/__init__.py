@@ -23,6 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from rlab.scenarios.base import BuiltinScenario
+
 DATA_FILE = Path(__file__).with_name("data.jsonl")
 #: Seed of the held-out split; changing it changes the manifest's dataset hash.
 HELD_OUT_SEED = 20250522
@@ -111,21 +113,18 @@ def load_examples(path: Path = DATA_FILE) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class SupportReplies:
+class SupportReplies(BuiltinScenario):
     """The support-replies scenario (single-turn, subjective, judge-scored)."""
 
     name: str = "support_replies"
-    multi_step: bool = False
     system_prompt: str | None = SYSTEM_PROMPT
     reward_file: Path = Path(__file__).with_name("rewards.py")
     judge_rubric: str | None = JUDGE_RUBRIC
     # Solved: every verifier check passes (the judge's score is reward, not a verdict).
     success: str | None = "all_checks"
-    success_threshold: float = 1.0
     # 30 replies of some 600 characters are too few and too long for the tiny
     # policy to reach a pass@1 target (0.00 after 100 steps at 3 s each): a fixed
     # budget teaches it the shape of a reply (greeting, sign-off), not the policy.
-    warm_start_target: float | None = None
     warm_start_steps: int = 200
     # 30 training emails: RunConfig's 32 prompts a step would be refused; replies
     # are 30-120 words, not the 6 tokens of an arithmetic answer. Four groups of
