@@ -120,8 +120,9 @@ def _start(run: RunRow) -> CheckpointRef:
 
 
 def _listed(stored: list[CheckpointRef], start: CheckpointRef) -> str:
-    """The checkpoints' steps for a message, the start said apart."""
-    steps = ", ".join(str(c.step) for c in stored) or "none yet"
+    """The checkpoints' steps for a message, each once (a pinned checkpoint is a second row
+    of its step's), the start said apart."""
+    steps = ", ".join(str(step) for step in sorted({c.step for c in stored})) or "none yet"
     return f"{steps} (and its start, @{start.step})"
 
 

@@ -533,3 +533,15 @@ def test_a_fork_whose_checkpoint_the_parent_prunes_meanwhile_looks_again_once(tm
     run(RunConfig(db=db, fork_from="p@latest", name="racer", max_steps=1))
     assert calls == [6] and StoreReader(db).run_by_name("racer")["fork_step"] == 3
     assert "pruned checkpoint p@6 while this fork read it" in capsys.readouterr().err
+
+
+def test_a_pinned_checkpoint_is_listed_once():
+    """A newcomer's refused fork listed "its checkpoints: 16, 21, 25, 25, 50": the collapse alert
+    pinned step 25 and the reward edit after it pinned the same step again (a second row)."""
+    from pathlib import Path
+
+    from rlab.engine.fork import CheckpointRef, _listed
+
+    run = {"name": "r", "config": {}}
+    stored = [CheckpointRef(run, step, Path(f"/c/{step}")) for step in (16, 21, 25, 25, 50)]
+    assert _listed(stored, CheckpointRef(run, 0, None, stored=False)) == "16, 21, 25, 50 (and its start, @0)"

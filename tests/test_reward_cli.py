@@ -106,3 +106,11 @@ def test_a_reward_file_that_hangs_is_one_line_without_a_stack_of_ours(small, tmp
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and len(lines) == 1, result.stderr
     assert lines[0].startswith("rlab: error: hang.py not applied") and "line 3" in lines[0], lines[0]
+
+
+def test_a_reward_file_that_is_not_there_is_one_line_with_the_fix(small, tmp_path):
+    """A newcomer's `rlab reward hack /nonexistent.py` printed a raw `[Errno 2]` line."""
+    result = _rlab("reward", "demo", "/nonexistent.py", "--db", str(small), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "cannot read the reward file /nonexistent.py (No such file or directory)" in result.stderr
+    assert "rlab_runs/<run file>/<run>/rewards.py" in result.stderr and "Errno" not in result.stderr

@@ -426,6 +426,12 @@ def test_file_growth_rate_over_its_window(tmp_path):
     assert growth.describe(with_rate=False) == "4.0 KB"  # issue 47, 4: a paused run's file does not grow
     growth.sample(now=100.0)  # the first samples left the window: no growth since
     assert growth.describe() == "4.0 KB"
+    growth.sample(now=110.0)
+    path.write_bytes(b"x" * 10240)
+    growth.sample(now=130.0)
+    growth.restart()  # a run resumed: the minute before held its pause
+    growth.sample(now=131.0)
+    assert growth.describe() == "11.0 KB" and growth.bytes_per_minute() is None
 
 
 def test_anchor_share_by_step(db):

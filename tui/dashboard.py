@@ -206,6 +206,7 @@ class DashboardScreen(NavScreen):
         self._set_header()
 
     def show_view(self, view: View) -> None:
+        self._set_header()  # where the cursor is: "(following)" or "at step N of M"
         self.query_one("#cursor-line", Static).update(cursor_line(view))
         bars = self.query_one("#reward-bars", Static)
         bars.border_title = f"rewards · step {view.cursor.step}"

@@ -53,6 +53,10 @@ class FileGrowth:
             self.samples.popleft()
         return size
 
+    def restart(self) -> None:
+        """Forget the samples: the rate starts again from the next (a run resumed after a pause)."""
+        self.samples.clear()
+
     def bytes_per_minute(self) -> float | None:
         """Growth in bytes per minute over the window; None with under two
         samples or less than a second between them."""

@@ -76,7 +76,7 @@ class RunsScreen(Screen):
         """``c``: compare the marked run with the highlighted one."""
         other = self._highlighted()
         if self.marked is None or other is None or other == self.marked:
-            self.notify("mark a run with m, move to another run, then press c", severity="warning")
+            self.notify("mark a run with x, move to another run, then press c", severity="warning")
             return
         self.app.push_screen(CompareScreen(self.marked, other))
 

@@ -144,7 +144,8 @@ VIEWS_GROUP = "rlab.views"
 CURSOR_BINDINGS = [
     Binding("left_square_bracket", "app.move_step(-1)", "Step", key_display="[ ]"),
     Binding("right_square_bracket", "app.move_step(1)", "Next step", show=False),
-    Binding("end", "app.follow_newest", "Newest", show=False),
+    # priority: a focused table (the alerts panel after tab) binds end to its last row
+    Binding("end", "app.follow_newest", "Newest", show=False, priority=True),
     Binding("left", "app.move_group(-1)", "Groups", key_display="← →"),
     Binding("right", "app.move_group(1)", "Next group", show=False),
     Binding("up", "app.move_traj(-1)", "Trajs", key_display="↑ ↓"),

@@ -84,7 +84,11 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
     """
     if not Path(db).is_file():
         raise FileNotFoundError(f"no run file at {db}; pass --db PATH")
-    source = Path(file).read_text(encoding="utf-8")
+    try:
+        source = Path(file).read_text(encoding="utf-8")
+    except OSError as err:  # a missing file, a folder, no permission
+        raise FileNotFoundError(f"cannot read the reward file {file} ({err.strerror}); pass the path of a "
+                                "rewards.py, e.g. the run's own: rlab_runs/<run file>/<run>/rewards.py") from None
     reader = StoreReader(db)
     row = resolve_run(reader, run)
     versions = reader.reward_versions(row["id"])
