@@ -200,6 +200,9 @@ def test_the_header_shows_rates_only_while_the_run_runs():
     assert run_line(run, 40, 2.0, file_size="4.0 KB").endswith("2.00 steps/s · file 4.0 KB")
     for status in ("paused", "finished", "failed"):
         assert run_line({**run, "status": status}, 40, 2.0, file_size="4.0 KB").endswith("- steps/s · file 4.0 KB")
+    # a newcomer's 160 columns cut the file size off: a name the lab chose already says the scenario
+    assert run_line({**run, "name": "mine"}, 40, 2.0).startswith("task · step 40")
+    assert run_line({**run, "name": "task-20261129-021230-a6a7"}, 40, 2.0).startswith("step 40")
 
 
 # ---- what a newcomer met on the dashboard (issue 33) ---------------------------------------------

@@ -40,7 +40,7 @@ row is measured on every redraw)."""
 def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
              engine_line: str | None = None, file_size: str = "", pass_at_1: float | None = None,
              reward: float | None = None, cursor: int | None = None) -> str:
-    """The header's sub-title: scenario, step (and where the cursor is: ``following``
+    """The header's sub-title: scenario (unless the run's name starts with it), step (and where the cursor is: ``following``
     the newest step, or ``at step N of M``, which ``end`` leaves), STATUS, the latest held-out
     pass@1 with what counts as solved (the run's success function, or "=
     total reward >= 1" when it declared none) and the held-out mean reward
@@ -60,8 +60,9 @@ def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
         held_out += f" · reward {reward:.3f}" if reward is not None else ""
     where = "" if cursor is None or step is None else (
         " (following)" if cursor == step else f" (at step {cursor} of {step}: end follows)")
-    return (f"{run['scenario']} · step {fmt(step, 'd')}{where} · {run['status'].upper()}{held_out} · "
-            f"{rate}{size}")
+    # the title left of it holds the run's name, which names the scenario when the lab chose it
+    scenario = "" if str(run.get("name", "")).startswith(run["scenario"]) else f"{run['scenario']} · "
+    return f"{scenario}step {fmt(step, 'd')}{where} · {run['status'].upper()}{held_out} · {rate}{size}"
 
 
 def success_label(run: dict) -> str:
