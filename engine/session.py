@@ -13,7 +13,6 @@ import functools
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
