@@ -32,7 +32,7 @@ async def test_end_returns_to_the_newest_step_and_the_header_says_where_the_curs
     newcomer pressed `]` 450 times); the header did not say the cursor had left the newest step.
     And a fast run's poll moved the cursor to the newest step while the previous step's view was
     still loading; that stale view put the cursor back a step ("at step 78 of 80: end follows"
-    with no key pressed)."""
+    with no key pressed). And `end` did nothing while a table had the focus."""
     path = tmp_path / "run.db"
     ids = build_small_db(path)
     app = RolloutLabApp(path, run_id=ids["demo"])
@@ -48,19 +48,10 @@ async def test_end_returns_to_the_newest_step_and_the_header_says_where_the_curs
         await pilot.pause()
         assert app.cursor.step == newest and app.view.cursor.step == newest
         assert "(following)" in app.screen.sub_title
-
-
-async def test_end_follows_the_run_while_a_table_has_the_focus(tmp_path):
-    """A newcomer tabbed to the alerts panel, pressed enter on an alert and escape: `end` then went
-    to the focused table (its last row) and the dashboard stayed "at step N of M"."""
-    path = tmp_path / "run.db"
-    ids = build_small_db(path)
-    app = RolloutLabApp(path, run_id=ids["demo"])
-    async with app.run_test(size=SIZE) as pilot:
-        await loaded(pilot)
-        newest = app.feed.last_step
+        # a newcomer tabbed to the alerts panel: `end` went to the focused table (its last row)
         await pilot.press("left_square_bracket")
         await until(pilot, lambda: app.cursor.step == newest - 1)
         app.screen.query_one("#alerts").focus()
         await pilot.press("end")
         await until(pilot, lambda: app.cursor.step == newest and "(following)" in app.screen.sub_title)
+
