@@ -18,8 +18,7 @@ from typing import Iterator, cast
 from rlab.store.db import SchemaVersionError, connect, open_db, process_alive, read_error
 from rlab.store.migrations import SCHEMA_VERSION
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, STEP_METRIC_COLUMNS
-from rlab.store.search import ROLLOUT_COLUMNS, Found, search
-from rlab.store.textindex import MIN_CHARS, has_text_index
+from rlab.store.search import ROLLOUT_COLUMNS, Found, search, uses_text_index
 from rlab.store.rows import (
     EventRow,
     GroupRow,
@@ -331,7 +330,7 @@ class StoreReader:
         (``rlab index``, :mod:`store.textindex`): the file has it and the
         text is long enough for it."""
         with self._snapshot() as conn:
-            return len(text) >= MIN_CHARS and has_text_index(conn)
+            return uses_text_index(conn, text)
 
     def search(self, run_id: int, text: str, limit: int = 50, *, before: int | None = None,
                budget_s: float | None = None) -> Found:

@@ -65,6 +65,12 @@ class Found:
     index_timed_out: bool = False
 
 
+def uses_text_index(conn: sqlite3.Connection, text: str) -> bool:
+    """Whether a search for ``text`` tries the file's text index first: the file
+    has it and the text is long enough for it (:data:`store.textindex.MIN_CHARS`)."""
+    return len(text) >= MIN_CHARS and has_text_index(conn)
+
+
 def like_pattern(text: str) -> str:
     """``text`` as a ``LIKE ... ESCAPE '\\'`` pattern that matches it anywhere, literally."""
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -95,13 +101,14 @@ def search(conn: sqlite3.Connection, run_id: int, text: str, *, limit: int = 50,
         'SELECT t.id FROM "groups" g JOIN trajectories t ON t.group_id = g.id WHERE g.run_id = ?1 '
         "AND g.prompt LIKE ?2 ESCAPE '\\' AND t.id < ?3 ORDER BY t.id DESC LIMIT ?4", [run_id, pattern, hi, limit])]
     index_timed_out = False
-    if len(text) >= MIN_CHARS and has_text_index(conn):
+    if uses_text_index(conn, text):
         try:
             with _deadline(conn, None if budget_s is None else started + budget_s / 2):
                 by_index = _through_index(conn, run_id, text, pattern, hi, limit)
             found = sorted(set(by_index) | set(by_prompt), reverse=True)[:limit]
-            return _found(conn, run_id, found, True, continue_before=found[-1] if len(found) == limit else None,
-                          reached=first)
+            if len(found) == limit:  # the index stopped at the limit: more may be older
+                return _found(conn, run_id, found, True, continue_before=found[-1], reached=found[-1])
+            return _found(conn, run_id, found, True, continue_before=None, reached=first)
         except sqlite3.OperationalError as err:
             if "interrupted" not in str(err):
                 raise
@@ -148,7 +155,7 @@ def _scan(conn: sqlite3.Connection, run_id: int, pattern: str, by_prompt: list[i
         found = sorted(set(by_completion) | {i for i in by_prompt if i >= lo}, reverse=True)
         if len(found) >= limit:
             return _found(conn, run_id, found[:limit], False, continue_before=found[limit - 1],
-                          index_timed_out=index_timed_out)
+                          reached=found[limit - 1], index_timed_out=index_timed_out)
         now = time.perf_counter()
         if deadline is not None:
             if now >= deadline:
@@ -162,12 +169,12 @@ def _scan(conn: sqlite3.Connection, run_id: int, pattern: str, by_prompt: list[i
 
 
 def _found(conn: sqlite3.Connection, run_id: int, ids: list[int], indexed: bool, continue_before: int | None,
-           reached: int | None = None, index_timed_out: bool = False) -> Found:
-    """The rows of ``ids`` (newest first) and where the search stopped."""
+           reached: int, index_timed_out: bool = False) -> Found:
+    """The rows of ``ids`` (newest first), where a next search goes on from, and the step of
+    ``reached``, the oldest trajectory id read."""
     rows = fetch_dicts(conn.execute(
         f'SELECT {ROLLOUT_COLUMNS} FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
         f"WHERE t.id IN ({', '.join('?' for _ in ids)}) ORDER BY t.id DESC", ids)) if ids else []
-    oldest = continue_before if reached is None else reached
     step = conn.execute("SELECT step FROM trajectories WHERE run_id = ? AND id >= ? ORDER BY id LIMIT 1",
-                        [run_id, oldest]).fetchone()
+                        [run_id, reached]).fetchone()
     return Found(rows, indexed, continue_before, step[0] if step else None, index_timed_out)

@@ -42,7 +42,10 @@ def test_search_through_the_index_finds_what_the_scan_finds(tmp_path):
             found = [row for row in reader.search(run_id, text, limit=30).rows if row["step"] < 3]
             assert found == scanned[text], text
         assert len(scanned["(TRY 3)"]) == 6 and scanned["100%"] == [] and len(scanned["Answer with"]) == 24
-        late = reader.search(run_id, "ZEBRA", limit=3).rows  # written after the build: the trigger indexed it
+        found = reader.search(run_id, "ZEBRA", limit=3)  # written after the build: the trigger indexed it
+        # stopped at the limit: it read back to the oldest of them, and goes on from there
+        assert found.indexed and found.reached_step == 3 and found.continue_before == found.rows[-1]["id"]
+        late = found.rows
         assert [(row["step"], row["completion"]) for row in late] == [(3, "late 3 zebra"), (3, "late 2 zebra"),
                                                                        (3, "late 1 zebra")]
 
