@@ -330,7 +330,7 @@ class Recorder:
         has applied ``changes`` to its trainer."""
         if replayed is None:
             self.settings_versions_made += 1
-        self.settings_version = replayed or self.settings_versions_made
+        self.settings_version = self.settings_versions_made if replayed is None else replayed
         shown = ", ".join(f"{name}={value}" for name, value in changes.items())
         payload = {"version": self.settings_version, "changes": dict(changes), "from_step": step}
         self.writer.write_event(self.run.run_id, "settings",

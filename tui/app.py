@@ -277,6 +277,8 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
         if previous is None or previous.get("status") != status:
             self._want_paused = status == "paused"
             self.refresh_bindings()
+            if previous is not None and status == "running":
+                self.file_growth.restart()  # a paused run's file did not grow: its growth starts again
         nothing_shown = self.cursor.step is None or (self.view is not None and self.view.group is None)
         following = (self.cursor.step == self._newest_step and isinstance(self.screen, DashboardScreen))
         follow = bool(update.steps) and (nothing_shown or following)
@@ -285,8 +287,6 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
             # row), or the dashboard's cursor on the newest step: follow the run.
             # Moved before the screens note the poll, so the header names the new step as followed.
             self.cursor = Cursor(update.steps[-1]["step"], self.cursor.group_pos, self.cursor.traj_pos)
-        if status == "running" and previous is not None and previous.get("status") != "running":
-            self.file_growth.restart()  # a paused run's file did not grow: its growth starts again
         self.latest_poll = Poll(update, feed)  # the screens' watchers note it now
         if previous is not None:  # not the history read on attaching: that would be a flood
             self._announce(update.events)
