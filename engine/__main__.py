@@ -2,6 +2,6 @@
 
 import sys
 
-from rlab.engine.cli import main
+from rlab.engine.cli.run import engine_main
 
-sys.exit(main())
+sys.exit(engine_main())

@@ -24,13 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from rlab.engine.config import RunConfig
-from rlab.engine.flags import assignments, flag, validation_message
+from rlab.engine.flags import flag, validation_message
 
 #: What ``rlab set`` changes between two steps, and why each is safe there.
 BETWEEN_STEPS: dict[str, str] = {
@@ -126,30 +125,6 @@ def changed(base: RunConfig, given: Mapping[str, Any], allowed: Mapping[str, str
         if allowed is not None and name not in allowed:
             raise SettingsError(f"{shown} cannot change here; {refusal}")
     return config, changes
-
-
-def parse_assignments(pairs: list[str]) -> dict[str, Any]:
-    """``rlab set``'s ``KEY=VALUE`` words as option name -> value (strings, checked later).
-
-    Keys are option names with ``_`` or ``-`` (``max-new-tokens``); an alert
-    threshold is ``alert.NAME`` (or ``alerts.NAME``), collected into ``alerts``.
-
-    Raises:
-        SettingsError: a word without ``=`` or a key.
-    """
-    try:
-        given = assignments(pairs, form="KEY=VALUE", example="lr=2e-5 or alert.hack_gap=0.2")
-    except ValueError as err:
-        raise SettingsError(str(err)) from None
-    out: dict[str, Any] = {}
-    for key, value in given.items():
-        key = key.replace("-", "_")
-        head, dot, name = key.partition(".")
-        if dot and head in ("alert", "alerts"):
-            out.setdefault("alerts", {})[name] = value
-        else:
-            out[key] = value
-    return out
 
 
 def settings_metrics(config: RunConfig, version: int) -> dict[str, float]:
@@ -269,29 +244,3 @@ def checked_for_run(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
     if not changes:
         raise SettingsError(f"{', '.join(f'{k}={v}' for k, v in given.items())}: the run already has these values")
     return RunConfig.model_validate(changes).model_dump(mode="json", include=set(changes))
-
-
-def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) -> str:
-    """``rlab set`` (and ``o`` in the TUI): check ``words`` (``KEY=VALUE``) against the live
-    run as :func:`checked_for_run`, send them, wait up to ``wait_s`` seconds for the
-    engine's answer (:func:`rlab.store.control.wait_for_command`); that answer.
-
-    Raises:
-        rlab.engine.settings.SettingsError: a refused key or value (nothing is sent).
-        ValueError: the run is not live, or the engine refused the change.
-    """
-    from rlab.store.control import send_command, wait_for_command
-    from rlab.store.reader import StoreReader, resolve_run
-
-    with StoreReader(db) as reader:
-        row = resolve_run(reader, run)
-        if row["status"] not in ("running", "paused"):
-            raise ValueError(f"run {row['name']} is {row['status']}: settings change a live run; fork it instead")
-        changes = checked_for_run(row, reader.events(row["id"]), parse_assignments(words))
-    command_id = send_command(db, row["id"], "set_settings", {"changes": changes})
-    resolved = wait_for_command(db, row["id"], command_id, wait_s)
-    if resolved is None:
-        return f"sent (command {command_id}); it applies at the run's next step boundary"
-    if resolved["status"] == "rejected":
-        raise ValueError(f"refused: {resolved['message']}")
-    return str(resolved["message"])

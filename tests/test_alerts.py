@@ -236,7 +236,7 @@ def test_pause_on_takes_a_comma_list_and_names_unknown_alerts():
 
 def _engine(folder, *args: str) -> subprocess.Popen:
     folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--db",
+    return subprocess.Popen([sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--db",
                              str(folder / "a.db"), "--prompts-per-step", "8", "--lr-warmup-steps", "0", *args],
                             cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

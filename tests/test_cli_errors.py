@@ -21,12 +21,12 @@ import pytest
 
 from fixtures.smalldb import build_small_db
 from judge_server import ChatCompletionsServer, Reply, scores_json
-from rlab.engine.cli import add_run_options, config_from_args
+from rlab.engine.cli.options import add_run_options, config_from_args
 from rlab.engine.config import RunConfig
 from rlab.engine.session import run_dir
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter
-from rlab.tui import cli
+from rlab.engine.cli import main as cli
 
 KEY = "rlab-test-secret-0123456789abcdef"
 
@@ -42,7 +42,7 @@ def files(root: Path) -> dict[str, str]:
 
 
 def rlab(*args: str, cwd: Path, env: dict | None = None, timeout: int = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
@@ -129,7 +129,7 @@ def test_typed_values_become_the_config():
 def test_bad_options_are_refused_before_anything_starts(tmp_path, monkeypatch, capsys, argv, needles):
     """Headless and TUI alike: one line, exit 2, no run file, no TUI, no engine."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("rlab.tui.cli._tui_with_engine", lambda *a: pytest.fail("the TUI opened"))
+    monkeypatch.setattr("rlab.engine.cli.frontend.frontend", lambda: pytest.fail("the TUI opened"))
     for command in (["run", "--headless"], []):
         assert main(*command, *argv) == 2
         line = one_error_line(capsys.readouterr().err, *needles)
@@ -171,7 +171,7 @@ def test_the_start_check_imports_neither_torch_nor_transformers(tmp_path):
     """check_options runs in the TUI's process before its first screen: reading a
     scenario's run defaults once imported the engine's session, and with it torch
     and transformers (7.8 s instead of 0.6 s)."""
-    code = ("import sys; from rlab.engine.cli import check_options; from rlab.engine.config import RunConfig; "
+    code = ("import sys; from rlab.engine.cli.checks import check_options; from rlab.engine.config import RunConfig; "
             "check_options(RunConfig(scenario='support_replies', db='r.db')); "
             "heavy = {'torch', 'transformers'} & set(sys.modules); assert not heavy, heavy")
     result = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,
@@ -181,7 +181,7 @@ def test_the_start_check_imports_neither_torch_nor_transformers(tmp_path):
 
 def test_rlab_runs_and_export_import_neither_torch_nor_openai(tmp_path):
     build_small_db(tmp_path / "run.db")
-    code = ("import sys; from rlab.tui.cli import main; "
+    code = ("import sys; from rlab.engine.cli.main import main; "
             f"assert main(['runs', '--db', {str(tmp_path / 'run.db')!r}]) == 0; "
             f"assert main(['export', 'demo', '--out', {str(tmp_path / 'out')!r}, "
             f"'--db', {str(tmp_path / 'run.db')!r}]) == 0; "
@@ -246,7 +246,7 @@ def test_a_run_file_on_read_only_media_is_read_and_not_written(tmp_path):
     prefix = _read_only(folder)
 
     def ro_rlab(*args):
-        return subprocess.run([*prefix, sys.executable, "-P", "-m", "rlab.tui.cli", *args], cwd=out,
+        return subprocess.run([*prefix, sys.executable, "-P", "-m", "rlab.engine.cli", *args], cwd=out,
                               capture_output=True, text=True, timeout=240)
 
     try:
@@ -282,7 +282,7 @@ def test_an_existing_run_name_is_refused_before_the_tui(tmp_path, monkeypatch, c
     db = tmp_path / "run.db"
     build_small_db(db)
     before = files(tmp_path)
-    monkeypatch.setattr("rlab.tui.cli._tui_with_engine", lambda *a: pytest.fail("the TUI opened"))
+    monkeypatch.setattr("rlab.engine.cli.frontend.frontend", lambda: pytest.fail("the TUI opened"))
     assert main("--db", str(db), "--name", "gigpo-demo", "--model", str(raw_tiny_model_dir)) == 2
     one_error_line(capsys.readouterr().err, "--name gigpo-demo", "already in", "--resume")
     assert files(tmp_path) == before

@@ -25,8 +25,8 @@ import sys
 
 import pytest
 
-from rlab.engine.cli import add_run_options
-from rlab.tui import cli
+from rlab.engine.cli.options import add_run_options
+from rlab.engine.cli import main as cli
 
 SEED = int(os.environ.get("RLAB_FUZZ_SEED", "19"))
 CASES = int(os.environ.get("RLAB_FUZZ_CASES", "16"))
@@ -114,7 +114,7 @@ def test_fuzzed_run_options_as_a_real_rlab_process(tmp_path, raw_tiny_model_dir)
     cases = _cases()
     for piece in random.Random(SEED).sample(cases, min(SUBPROCESS, len(cases))):
         argv = _argv(raw_tiny_model_dir, tmp_path / "fuzz-sub.db", piece)
-        result = subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", *argv], cwd=tmp_path,
+        result = subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", *argv], cwd=tmp_path,
                                 capture_output=True, text=True, timeout=300,
                                 env={**os.environ, "RLAB_CACHE_DIR": str(tmp_path / "cache")})
         _check(result.returncode, result.stdout, result.stderr, argv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fixtures.smalldb import build_small_db
 from rlab.store.reader import StoreReader
-from rlab.tui.cli import main
+from rlab.engine.cli.main import main
 
 
 def test_rlab_stop_queues_a_stop_for_a_live_run_and_refuses_an_ended_one(tmp_path, capsys):

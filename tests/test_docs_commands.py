@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from rlab.tui import cli
+from rlab.engine.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -126,7 +126,7 @@ def rlab_argv(segment: list[str]) -> list[str] | None:
 
 def starts_run(argv: list[str]) -> bool:
     """``rlab run ...`` or bare ``rlab [run options]`` (the TUI and a new run)."""
-    return not argv or argv[0] == cli.RUN or argv[0] not in cli.COMMANDS
+    return not argv or argv[0] == cli.run.RUN or argv[0] not in cli.COMMANDS
 
 
 def with_budget(line: str, budget: str) -> str:

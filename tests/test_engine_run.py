@@ -24,17 +24,17 @@ from rlab.store.control import send_command
 from rlab.store.db import open_db
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter
-from rlab.tui.cli import main
+from rlab.engine.cli.main import main
 
 
 def _rlab(*args, cwd, timeout=240, env=None):
-    return subprocess.run([sys.executable, "-m", "rlab.tui.cli", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "rlab.engine.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def _spawn_engine(cwd, model_dir, db, name) -> subprocess.Popen:
     """The headless engine as its own process (no held-out eval during the run)."""
-    return subprocess.Popen([sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--model", str(model_dir),
+    return subprocess.Popen([sys.executable, "-m", "rlab.engine.cli", "run", "--headless", "--model", str(model_dir),
                              "--db", str(db), "--name", name, *_fast(eval_every=100)],
                             cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -308,7 +308,7 @@ def test_sigterm_stops_the_run_with_a_stop_event(tmp_path, raw_tiny_model_dir):
 def test_two_resumes_of_one_run_at_once_one_takes_it_the_other_says_so(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "twice.db"
     run(_tiny_run(db, raw_tiny_model_dir))
-    args = [sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--db", str(db), "--resume", "r",
+    args = [sys.executable, "-m", "rlab.engine.cli", "run", "--headless", "--db", str(db), "--resume", "r",
             "--max-steps", "100000"]
     procs = [subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
@@ -374,7 +374,7 @@ def test_a_run_whose_every_score_fails_says_so_and_ends_failed(tmp_path, raw_tin
 def test_a_reward_error_pause_says_the_reason_and_the_two_ways_on(tmp_path, raw_tiny_model_dir):
     rewards = tmp_path / "broken.py"
     rewards.write_text(BROKEN_REWARDS)
-    proc = subprocess.Popen([sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--model",
+    proc = subprocess.Popen([sys.executable, "-m", "rlab.engine.cli", "run", "--headless", "--model",
                              str(raw_tiny_model_dir), "--db", str(tmp_path / "r.db"), "--name", "p", "--rewards",
                              str(rewards), "--max-steps", "3", "--prompts-per-step", "2", "--group-size", "2",
                              "--eval-size", "2"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

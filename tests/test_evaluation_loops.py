@@ -17,7 +17,7 @@ from rlab.engine.manifest import sha256_files
 from rlab.scenarios import get_scenario
 from rlab.store.db import open_db
 from rlab.store.reader import StoreReader
-from rlab.tui.cli import main
+from rlab.engine.cli.main import main
 
 EVAL = get_scenario("arithmetic").eval_examples()
 

@@ -33,7 +33,7 @@ def _config(db, model_dir, **kw) -> RunConfig:
 
 
 def _rlab(*args, cwd, timeout=240):
-    return subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -165,7 +165,7 @@ def test_settings_versions_keep_their_numbers_across_a_resume(tmp_path, raw_tiny
 
 def test_rlab_set_changes_a_live_run_at_the_next_step_and_refuses_a_bad_value(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "s.db"
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--db", str(db),
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--db", str(db),
                              "--model", str(raw_tiny_model_dir), "--name", "live", "--prompts-per-step", "4",
                              "--group-size", "4", "--eval-every", "1000", "--max-steps", "3000",
                              "--lr-warmup-steps", "0", "--lr-final-ratio", "1"],
@@ -202,7 +202,7 @@ def test_kill_9_while_a_fork_starts_leaves_no_half_made_run(parent, tmp_path):
     started = {}
     for delay in (0.5, 1.5, 2.5, 3.5, None):
         name = f"k{delay}"
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "fork", "p@6", "--name", name,
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "rlab.engine.cli", "fork", "p@6", "--name", name,
                                  "--db", str(parent), "--headless", "--max-steps", "100"],
                                 cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if delay is None:  # the last one is killed as soon as its run exists
@@ -285,14 +285,14 @@ def test_a_reward_fix_forked_at_the_first_hack_alert_beats_the_run_that_did_not_
     from rlab.store.control import send_command
 
     db = tmp_path / "ab.db"
-    parent = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario",
+    parent = subprocess.Popen([sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--scenario",
                                "reward_hacking", "--db", str(db), "--name", "hack", "--max-steps", "60",
                                "--checkpoint-every", "2", "--eval-every", "10", "--alert", "pause_on=hack,length_drift"],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait(lambda: db.exists() and _events(db, "hack", {"pause"}) != [], timeout=600)
         [alert] = _events(db, "hack", {"alert"})
-        fork = subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", "fork", "hack@latest", "--name", "fixed",
+        fork = subprocess.Popen([sys.executable, "-P", "-m", "rlab.engine.cli", "fork", "hack@latest", "--name", "fixed",
                                  "--db", str(db), "--headless", "--rewards",
                                  str(ROOT / "scenarios" / "reward_hacking" / "rewards_fixed.py"),
                                  "--max-steps", "40"],

@@ -9,7 +9,9 @@ from textual.widgets import DataTable
 
 from rlab.store.formats.follow import Follower
 from rlab.store.reader import StoreReader
-from rlab.tui.cli import follow_app, main
+from rlab.engine.cli.main import main
+from rlab.engine.cli.watch import follower_command
+from rlab.tui.app import RolloutLabApp
 from test_formats_import import FIXTURES, _run_rows
 from test_tui_app import SIZE, until
 
@@ -37,7 +39,8 @@ async def test_watch_follow_shows_groups_as_files_arrive(tmp_path):
     source = tmp_path / "dumps"
     source.mkdir()
     shutil.copy(FIXTURES / "verl" / "1.jsonl", source)
-    app = follow_app(source, tmp_path / "r.db", "live")
+    db = tmp_path / "r.db"
+    app = RolloutLabApp(db, run_name="live", engine_cmd=follower_command(source, db, "live"))
     try:
         async with app.run_test(size=SIZE) as pilot:
             groups = lambda: app.screen.query_one("#groups", DataTable).row_count  # noqa: E731

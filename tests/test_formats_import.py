@@ -14,7 +14,7 @@ import pytest
 
 from rlab.store.formats import FormatError, detect_format, import_path
 from rlab.store.reader import StoreReader
-from rlab.tui.cli import main
+from rlab.engine.cli.main import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "formats"
 

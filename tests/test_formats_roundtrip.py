@@ -11,7 +11,7 @@ from fixtures.smalldb import build_small_db
 from rlab.store.formats import import_path
 from rlab.store.formats.export import export_as
 from rlab.store.reader import StoreReader
-from rlab.tui.cli import main
+from rlab.engine.cli.main import main
 from test_formats_import import FIXTURES, _run_rows
 
 KEYS = ("completion", "reward", "components", "prompt", "group_idx")

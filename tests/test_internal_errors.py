@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlab.engine.cli import guarded, run_headless
+from rlab.engine.cli.errors import guarded
+from rlab.engine.cli.run import run_headless
 from rlab.engine.config import RunConfig
 from rlab.engine.paths import engine_log_path
 from rlab.store.reader import StoreReader

@@ -108,7 +108,8 @@ def test_rubric_loads_in_the_engine():
 def test_a_run_with_the_defaults_fits_the_thirty_training_emails(tmp_path):
     """RunConfig's 32 prompts a step were refused for 30 emails: `rlab run --scenario
     support_replies` failed at start. The scenario's run defaults count in the check."""
-    from rlab.engine.cli import CliError, check_options
+    from rlab.engine.cli.checks import check_options
+    from rlab.engine.cli.errors import CliError
     from rlab.engine.config import RunConfig
 
     check_options(RunConfig(scenario="support_replies", db=tmp_path / "r.db"))  # raises CliError if refused

@@ -11,7 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from rlab.tui.cli import _engine_command, build_parser
+from rlab.engine.cli.options import engine_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_LEVEL = ("engine", "store", "tui", "scenarios")
@@ -35,21 +35,17 @@ def _shadowing_folders(cwd: Path) -> None:
 
 
 def test_engine_is_spawned_so_the_working_directory_cannot_shadow_it():
-    args = build_parser().parse_args(["run", "--db", "x.db"])
-    cmd = _engine_command(args, "name")
+    cmd = engine_command(["--db", "x.db"], db=Path("x.db"), name="name")
     assert cmd[:3] == [sys.executable, "-P", "-m"], "without -P, python -m puts the working directory first"
 
 
 def test_the_engine_command_line_names_the_run_file_and_the_run_once():
     """Issue 47, 4: `rlab run --db x.db` spawned the engine with `--db x.db ... --db x.db`."""
-    for argv in (["run", "--db", "x.db", "--name", "mine"], ["run", "--db=x.db", "--name=mine"]):
-        args = build_parser().parse_args(argv)
-        args.argv = argv[1:]
-        cmd = _engine_command(args, "mine")
+    for argv in (["--db", "x.db", "--name", "mine"], ["--db=x.db", "--name=mine"]):
+        cmd = engine_command(argv, db=Path("x.db"), name="mine")
         assert sum(a.startswith("--db") for a in cmd) == 1 and sum(a.startswith("--name") for a in cmd) == 1
-    args = build_parser().parse_args(["run"])
-    args.argv, args.db = [], "runs.db"  # the run file the config resolved
-    assert _engine_command(args, "chosen")[-4:] == ["--db", "runs.db", "--name", "chosen"]
+    # the run file the config resolved, and the name the TUI chose
+    assert engine_command([], db=Path("runs.db"), name="chosen")[-4:] == ["--db", "runs.db", "--name", "chosen"]
 
 
 def test_a_run_in_a_folder_holding_engine_and_scenarios_uses_ours(tmp_path, raw_tiny_model_dir):

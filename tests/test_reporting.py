@@ -112,7 +112,7 @@ def test_a_headless_run_reports_what_it_stores(tmp_path, raw_tiny_model_dir):
     env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio"), "HF_HUB_OFFLINE": "1"}
     env.pop("TRACKIO_SPACE_ID", None)
     done = subprocess.run(
-        [sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--model", str(raw_tiny_model_dir),
+        [sys.executable, "-m", "rlab.engine.cli", "run", "--headless", "--model", str(raw_tiny_model_dir),
          "--db", str(db), "--name", "tb", "--max-steps", "2", "--prompts-per-step", "2", "--group-size", "2",
          "--eval-size", "5", "--eval-every", "2", "--report-to", "trackio,tensorboard",
          "--report-dir", str(tmp_path / "dash")],

@@ -21,7 +21,7 @@ RAISES = "def f(example, completion):\n    raise KeyError('answer')\n\nWEIGHTS =
 
 
 def _rlab(*args, cwd):
-    return subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=120)
 
 

@@ -114,7 +114,7 @@ def test_the_engine_applies_a_credential_named_function_and_rejects_bad_edits(tm
     on the last step's groups and the run stays on its version and keeps running."""
     db = tmp_path / "gate.db"
     proc = subprocess.Popen(
-        [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--model", str(raw_tiny_model_dir),
+        [sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--model", str(raw_tiny_model_dir),
          "--db", str(db), "--name", "gate", "--prompts-per-step=2", "--group-size=2", "--eval-size=4",
          "--eval-every=1000", "--checkpoint-every=1000"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -172,7 +172,7 @@ def test_a_version_that_raises_during_training_pauses_the_run_and_the_previous_o
         tmp_path, raw_tiny_model_dir):
     db = tmp_path / "pause.db"
     proc = subprocess.Popen(
-        [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--model", str(raw_tiny_model_dir),
+        [sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--model", str(raw_tiny_model_dir),
          "--db", str(db), "--name", "pause", "--prompts-per-step=2", "--group-size=2", "--eval-size=4",
          "--eval-every=1000", "--checkpoint-every=1000"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

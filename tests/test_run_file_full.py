@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlab.engine.cli import guarded, run_headless
+from rlab.engine.cli.errors import guarded
+from rlab.engine.cli.run import run_headless
 from rlab.engine.config import RunConfig
 from rlab.store.db import RunFileFullError
 from rlab.store.reader import StoreReader

@@ -190,7 +190,7 @@ def test_a_key_the_reward_code_prints_or_raises_is_redacted_on_rlab_rewards_own_
                                         '    raise ValueError("bad " + os.environ["OPENAI_API_KEY"])\n\n'
                                         'WEIGHTS = {"exact": 1.0}\n')
     printed, raised = (subprocess.run(
-        [sys.executable, "-P", "-m", "rlab.tui.cli", "reward", "demo", name, "--db", str(db), "--dry-run"],
+        [sys.executable, "-P", "-m", "rlab.engine.cli", "reward", "demo", name, "--db", str(db), "--dry-run"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "OPENAI_API_KEY": KEY})
         for name in ("loud.py", "raises.py"))
     assert printed.returncode == 0, printed.stderr

@@ -46,7 +46,7 @@ def test_eval_and_select_take_the_alias_as_run_does(tmp_path, monkeypatch, capsy
     """README's `rlab eval --task ... --model smollm2-135m`: the alias resolves
     (here to a stand-in for the converted model), as in `rlab run`."""
     from rlab.store.reader import StoreReader
-    from rlab.tui.cli import build_parser, main
+    from rlab.engine.cli.main import build_parser, main
 
     monkeypatch.setattr(smollm2, "ensure_smollm2", lambda: raw_tiny_model_dir)
     db = tmp_path / "r.db"

@@ -130,7 +130,7 @@ def test_results_jsonl_is_the_size_readme_says(tmp_path):
     found = re.search(r"results\.jsonl, about ([\d.]+) times\s+the\s+run\s+file", readme)
     assert found, "README no longer says how results.jsonl's size compares with the run file's"
     db = tmp_path / "x.db"
-    done = subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--max-steps", "30",
+    done = subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--max-steps", "30",
                            "--db", str(db), "--name", "x"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     written = export_run(db, "x", tmp_path / "out")

@@ -85,7 +85,7 @@ def test_every_built_in_scenario_declares_a_success_function_its_rubric_has(name
 
 
 def _run(tmp_path: Path, task: Path, model: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--task", str(task),
+    return subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--task", str(task),
                            "--model", str(model), "--db", str(tmp_path / "s.db"), "--max-steps", "2",
                            "--prompts-per-step", "4", "--group-size", "4", "--eval-every", "2", *extra],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)

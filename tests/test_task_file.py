@@ -154,7 +154,7 @@ def test_a_data_file_that_does_not_parse_prints_nothing_but_the_error(tmp_path):
 
 def test_too_few_prompts_for_a_step_names_the_task_not_the_default_scenario(tmp_path, capsys):
     """Issue 40: a task with 4 training rows said "scenario 'arithmetic' has 4 training prompts"."""
-    from rlab.tui.cli import main
+    from rlab.engine.cli.main import main
 
     rows = "".join(json.dumps({"id": i, "prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5))
     toml = _task_with(tmp_path, "train.jsonl", rows)

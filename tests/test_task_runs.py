@@ -23,7 +23,7 @@ SMALL = dict(max_steps=2, prompts_per_step=2, group_size=3, eval_size=3, eval_ev
 
 
 def _rlab(*args, cwd):
-    return subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", *args], capture_output=True, text=True,
                           timeout=240, cwd=cwd)
 
 
@@ -228,7 +228,7 @@ def test_verifiers_environment_from_load_environment(tmp_path):
 
 
 def test_the_tui_names_a_task_run_after_the_task_before_loading_it():
-    from rlab.tui.cli import _task_label
+    from rlab.engine.cli.run import task_label as _task_label
 
     assert _task_label(str(EXAMPLES / "reasoning_gym_arithmetic" / "task.toml")) == "reasoning_gym_arithmetic"
     assert _task_label("examples/tasks/addition_trl") == "addition_trl"

@@ -10,7 +10,7 @@ from rlab.store.reader import StoreReader
 from rlab.store.search import search
 from rlab.store.textindex import build_text_index
 from rlab.store.writer import StoreWriter
-from rlab.tui import cli
+from rlab.engine.cli import main as cli
 from test_store_helpers import make_group
 
 QUERIES = ["(TRY 3)", "try", "= 82 (try 1", "100%", "37_", 'say "82"', "Answer with", "What is 37", "ry", "3"]

@@ -272,7 +272,7 @@ def test_the_shop_agent_example_loads_and_trains_a_step(tmp_path):
     from rlab.engine.policy.tiny import build_tokenizer, save_policy
     from rlab.engine.train.warm_start import transcript_pairs
     from rlab.store.reader import StoreReader
-    from rlab.tui.cli import main
+    from rlab.engine.cli.main import main
 
     task = get_scenario(str(EXAMPLE))
     assert isinstance(task, ToolScenario) and task.success == "correct" and task.max_turns == 4

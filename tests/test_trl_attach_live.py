@@ -115,13 +115,13 @@ def traced_lr(tmp_path: Path) -> list[dict[int, float]]:
 
 def rlab_process(*argv: str) -> subprocess.CompletedProcess:
     """``rlab ...`` typed in another terminal: a process of its own."""
-    return subprocess.run([sys.executable, "-P", "-m", "rlab.tui.cli", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", *argv], capture_output=True, text=True,
                           timeout=300)
 
 
 def rlab(*argv: str) -> int:
     """``rlab ...`` as a user types it in another terminal (here: this process)."""
-    from rlab.tui.cli import main
+    from rlab.engine.cli.main import main
 
     return main(list(argv))
 

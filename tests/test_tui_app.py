@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Input, Static
 from fixtures.smalldb import REWARD_FILE, REWARD_V2, build_small_db
 from rlab.store.reader import StoreReader
 from rlab.store.textindex import build_text_index
-from rlab.tui.filesize import FileGrowth, file_bytes, human_bytes
+from rlab.store.filesize import FileGrowth, file_bytes, human_bytes
 from rlab.store.writer import StoreWriter
 from rlab.tui.advantages import AdvantagesScreen
 from rlab.tui.app import RolloutLabApp

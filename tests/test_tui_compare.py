@@ -7,7 +7,7 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from rlab.tui.app import RolloutLabApp
-from rlab.tui.cli import main
+from rlab.engine.cli.main import main
 from rlab.tui.compare import CompareScreen, PinnedTrajectoryScreen
 from rlab.tui.runs import RunsScreen
 from test_evaluation_loops import EVAL, frozen

@@ -222,7 +222,7 @@ async def test_help_scrolls_to_its_last_keys_at_160_by_48(db):
 
 
 def test_group_rewards_keep_their_second_decimal():
-    from rlab.tui.formatting import fmt
+    from rlab.engine.cli.formatting import fmt
 
     assert " ".join(fmt(r, ".3g") for r in [0.25, 1.0, 0.125, 1.5]) == "0.25 1 0.125 1.5"
 
@@ -263,7 +263,7 @@ def test_the_header_shows_the_final_eval_written_into_a_step_row_it_had_read():
 def test_compare_lists_at_most_n_flips_and_says_how_many_more():
     from rich.console import Console
 
-    from rlab.tui.reports import comparison_report
+    from rlab.engine.cli.reports import comparison_report
 
     flips = [{"example_id": f"ex-{i}", "direction": "gained", "trajectory_a": i, "reward_a": 0.0,
               "trajectory_b": 100 + i, "reward_b": 1.0} for i in range(216)]

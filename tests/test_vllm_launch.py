@@ -142,7 +142,7 @@ def test_launch_needs_a_model_directory(tmp_path, fake_python):
 
 
 def rlab(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-P", "-m", "rlab.engine.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -160,7 +160,7 @@ def test_rlab_serve_prints_the_url_and_stops_the_server_on_sigterm(model_dir, fa
 
 
 def test_rlab_serve_without_vllm_is_one_error_line(model_dir, tmp_path, capsys, monkeypatch):
-    from rlab.tui.cli import main
+    from rlab.engine.cli.main import main
 
     monkeypatch.delenv("RLAB_VLLM_PYTHON", raising=False)
     assert main(["serve", str(model_dir), "--vllm-python", str(tmp_path / "none")]) == 2
@@ -187,7 +187,7 @@ def test_a_run_without_vllm_url_starts_its_own_server_and_stops_it(raw_tiny_mode
     (["--vllm-url", " , "], "--backend vllm: --vllm-url ' , ' names no server"),
 ])
 def test_rlab_run_checks_the_vllm_options_before_it_starts(extra, message, tmp_path, capsys, monkeypatch):
-    from rlab.tui.cli import main
+    from rlab.engine.cli.main import main
 
     monkeypatch.delenv("RLAB_VLLM_PYTHON", raising=False)
     code = main(["run", "--headless", "--backend", "vllm", "--lora-rank", "4", "--db", str(tmp_path / "r.db"), *extra])

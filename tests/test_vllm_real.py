@@ -169,7 +169,7 @@ def test_a_run_without_vllm_url_trains_through_its_own_real_server(tmp_path, mod
 
     env = dict(os.environ, RLAB_VLLM_PYTHON=vllm_python())
     proc = subprocess.run(
-        [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--model", "smollm2-135m",
+        [sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--model", "smollm2-135m",
          "--backend", "vllm", "--lora-rank", "8", "--max-steps", "2", "--prompts-per-step", "2",
          "--group-size", "2", "--max-new-tokens", "8", "--eval-size", "1", "--db", str(tmp_path / "r.db")],
         capture_output=True, text=True, env=env, timeout=1200)

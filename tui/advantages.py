@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from rlab.tui.formatting import clip, fmt
+from rlab.engine.cli.formatting import clip, fmt
 from rlab.tui.series import downsample
 from rlab.tui.view import NavScreen, View
 

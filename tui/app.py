@@ -54,7 +54,7 @@ from rlab.store.reader import StoreReader
 from rlab.tui.dashboard import DashboardScreen
 from rlab.tui.dialogs import HelpScreen, QuitScreen, SearchScreen
 from rlab.tui.feed import FeedUpdate, Poll, RunFeed
-from rlab.tui.filesize import FileGrowth
+from rlab.store.filesize import FileGrowth
 from rlab.tui.readers import LockedReader
 from rlab.tui.change_dialogs import ChangeActions
 from rlab.tui.reward_actions import RewardActions

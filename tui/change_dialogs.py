@@ -3,7 +3,7 @@
 ``f`` forks the watched run from its checkpoint at or before the cursor's
 step (``rlab fork RUN@STEP``): a dialog takes the fork's name and the
 options to change, typed as on the command line (``--lr 2e-5 --rewards
-FILE``). They are checked as ``rlab fork`` checks them (``engine.cli.check_options``),
+FILE``). They are checked as ``rlab fork`` checks them (``engine.cli.run.checked_fork``),
 then the fork starts as its own engine process (it outlives the TUI, as the
 run the TUI started does), beside the parent in the same run file; ``r``
 lists it under its parent, and watching it draws the parent's curves beside
@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import work
 from textual.app import ComposeResult
@@ -102,30 +102,6 @@ def fork_command(db: Path, run: str, step: int, name: str, options: str) -> list
     return ["fork", f"{run}@{step}", "--name", name, "--db", str(db), "--headless", *shlex.split(options)]
 
 
-def checked_fork(argv: list[str]) -> list[str]:
-    """The engine's command line for ``rlab fork`` words ``argv``, once they pass
-    ``rlab fork``'s checks (no model loads).
-
-    Raises:
-        rlab.engine.cli.CliError: a refused option or value, an unknown flag,
-            no such checkpoint (one line, as ``rlab fork`` prints it).
-    """
-    from rlab.engine.cli import (ArgumentParser, CliError, add_fork_arguments, check_options, config_from_args,
-                                 engine_command)
-
-    class Refusing(ArgumentParser):
-        def error(self, message: str) -> NoReturn:
-            raise CliError(message)  # in the dialog, not an exit of the TUI
-
-    parser = Refusing(prog="rlab fork")
-    add_fork_arguments(parser)
-    args, unknown = parser.parse_known_args(argv[1:])
-    if unknown:
-        raise CliError(f"unrecognized option {unknown[0]} (see `rlab fork --help`)")
-    check_options(config_from_args(args))
-    return engine_command(["--fork-from", argv[1], *argv[2:]])
-
-
 class ForkScreen(ModalScreen[str | None]):
     """``f``: fork the watched run at a checkpoint; dismisses with the fork's name once it started."""
 
@@ -158,6 +134,8 @@ class ForkScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="fork")
     def _start(self, name: str, options: str) -> None:
+        from rlab.engine.cli.run import checked_fork  # the engine's imports wait until a fork is asked for
+
         try:
             command = checked_fork(fork_command(self.db, self.run, self.step, name, options))
             EngineSupervisor(command, self.db, name).spawn()
@@ -203,7 +181,7 @@ class SettingsScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="settings")
     def _send(self, words: list[str]) -> None:
-        from rlab.engine.settings import send_settings
+        from rlab.engine.cli.run import send_settings
 
         try:
             answer = send_settings(self.db, self.run, words)

@@ -26,7 +26,7 @@ from textual_plotext import PlotextPlot
 
 from rlab.engine.evaluation.branches import BranchComparison, compare_branches, fork_step
 from rlab.engine.evaluation.compare import Comparison, compare_runs
-from rlab.tui.formatting import fmt
+from rlab.engine.cli.formatting import fmt
 from rlab.tui.inspector import TrajectoryScreen
 from rlab.tui.series import downsample
 from rlab.tui.view import Cursor, View

@@ -16,7 +16,7 @@ from rlab.tui.baseline import Baseline, load_baseline
 from rlab.engine.paths import engine_log_path
 from rlab.tui.engine_log import EngineLogScreen
 from rlab.tui.feed import FeedUpdate, Poll, RunFeed
-from rlab.tui.formatting import clip, fmt
+from rlab.engine.cli.formatting import clip, fmt
 from rlab.tui.metrics import MetricsScreen
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.reward_bars import reward_bars

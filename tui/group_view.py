@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
-from rlab.tui.formatting import call_line, clip, fmt
+from rlab.engine.cli.formatting import call_line, clip, fmt
 from rlab.tui.view import NavScreen, View
 
 SORTS = ("index", "reward", "judge rank")

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
 from rlab.store.tokens import unpack
-from rlab.tui.formatting import call_line, fmt
+from rlab.engine.cli.formatting import call_line, fmt
 from rlab.tui.view import NavScreen, View
 
 _PIECES = re.compile(r"\s+|[^\s]+")

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Input
 
 from rlab.tui.baseline import Baseline, metric_series
 from rlab.tui.feed import Poll
-from rlab.tui.formatting import fmt
+from rlab.engine.cli.formatting import fmt
 from rlab.tui.plots import MetricPlot, Trace
 from rlab.tui.series import StepSeries
 

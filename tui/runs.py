@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from rlab.tui.compare import CompareScreen
 from rlab.tui.dashboard import DashboardScreen
-from rlab.tui.formatting import fmt, run_tree, tree_name
+from rlab.engine.cli.formatting import fmt, run_tree, tree_name
 
 
 class RunsScreen(Screen):

@@ -64,7 +64,7 @@ def seconds_to_first_step(name: str, limit: float) -> float | None:
         cache.mkdir()
         db = folder / "first.db"
         env = {**os.environ, "RLAB_CACHE_DIR": str(cache), "XDG_CACHE_HOME": str(cache)}
-        cmd = [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario", name,
+        cmd = [sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--scenario", name,
                "--db", str(db)]
         t0 = time.perf_counter()
         with subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

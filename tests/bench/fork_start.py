@@ -33,7 +33,7 @@ from rlab.store.reader import StoreReader
 
 
 def _rlab(*args: str, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-P", "-m", "rlab.tui.cli", *args], cwd=cwd,
+    return subprocess.Popen([sys.executable, "-P", "-m", "rlab.engine.cli", *args], cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 

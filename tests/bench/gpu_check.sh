@@ -32,7 +32,7 @@ echo "gpu tests: $(tail -1 "$work/tests.txt")" >&2
 bench lora16 --lora-rank 16 --lr 2e-4
 bench full --lora-rank 0 --lr 1e-6
 bench lora16_static --lora-rank 16 --lr 2e-4 --generation hf_static --only rlab
-timeout 150 "$PY" -m rlab.tui.cli run --headless --config "$task/run.toml" --device "$DEVICE" \
+timeout 150 "$PY" -m rlab.engine.cli run --headless --config "$task/run.toml" --device "$DEVICE" \
   --max-seconds "$SECONDS_TO_LEARN" --eval-every 5 --db "$work/learn.db" > "$work/learn.json" 2> "$work/learn.err" \
   || echo '{"error": "the learning run failed; see learn.err"}' > "$work/learn.json"
 "$PY" - "$work" "$OUT/gpu_check.json" <<'EOF'

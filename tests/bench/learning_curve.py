@@ -42,7 +42,7 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "curve.db"
-        cmd = [sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--scenario", args.scenario,
+        cmd = [sys.executable, "-m", "rlab.engine.cli", "run", "--headless", "--scenario", args.scenario,
                "--seed", str(args.seed), "--max-seconds", str(args.seconds), "--db", str(db), *args.extra]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp)
         summary = json.loads(done.stdout.strip().splitlines()[-1])

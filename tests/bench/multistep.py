@@ -238,7 +238,7 @@ def run_one(method: str, seed: int, args: argparse.Namespace, model: Path, db: P
     label = "gigpo_std" if method == "gigpo" and args.gigpo_mode == "mean_std_norm" else method
     label += "-all_tokens" if args.loss_tokens == "all" else ""
     name = f"{args.scenario}-{label}{tag}-s{seed}"
-    cmd = [sys.executable, "-P", "-m", "rlab.tui.cli", "run", "--headless", "--scenario", args.scenario,
+    cmd = [sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--scenario", args.scenario,
            "--model", str(model), "--advantage", method, "--seed", str(seed), "--max-steps", str(args.max_steps),
            "--eval-every", str(args.eval_every), "--prompts-per-step", str(args.prompts_per_step),
            "--group-size", str(args.group_size), "--lr", str(lr), "--lr-warmup-steps", str(args.warmup),

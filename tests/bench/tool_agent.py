@@ -52,14 +52,14 @@ def main() -> None:
     names = {}
     for arm in args.arms.split(","):
         names[arm] = f"calculator-{arm.replace('_', '-')}-{stamp}"
-        cmd = [sys.executable, "-m", "rlab.tui.cli", "run", "--headless", "--scenario", "calculator",
+        cmd = [sys.executable, "-m", "rlab.engine.cli", "run", "--headless", "--scenario", "calculator",
                "--seed", str(args.seed), "--max-seconds", str(args.seconds), "--db", str(args.db),
                "--name", names[arm], *ARMS[arm], *args.extra]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
         summary = json.loads(done.stdout.strip().splitlines()[-1])
         out["arms"][arm] = _arm(args.db, summary, args.target)
     if len(names) == 2:
-        done = subprocess.run([sys.executable, "-m", "rlab.tui.cli", "compare", names["tools"], names["no_tools"],
+        done = subprocess.run([sys.executable, "-m", "rlab.engine.cli", "compare", names["tools"], names["no_tools"],
                                "--from-step", "0", "--db", str(args.db), "--json"],
                               capture_output=True, text=True, check=True)
         compared = json.loads(done.stdout)

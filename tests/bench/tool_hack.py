@@ -33,7 +33,7 @@ EVERY = 5
 
 def rlab(*args: str) -> str:
     """Run ``rlab ARGS`` to its end; its stdout."""
-    return subprocess.run([sys.executable, "-m", "rlab.tui.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rlab.engine.cli", *args], capture_output=True, text=True,
                           check=True).stdout
 
 

@@ -10,7 +10,7 @@ builder (tests/bench/store.py: groups of 8, completions of
 drives the real app headless with Textual's pilot at 120x40:
 
 1. ``first_screen_s``: from ``rlab watch``'s checks of the file and its
-   first read (``tui.cli.watch_app``, which builds ``RolloutLabApp``; modules
+   first read (``tui.launch.watch_app``, which builds ``RolloutLabApp``; modules
    already imported: ``import_s`` is measured apart, in a fresh interpreter)
    to the dashboard populated: header, recent groups, rollouts and the
    cursor's group shown and the plots drawn once.
@@ -144,7 +144,7 @@ async def press_keys(app, presses: int, rng: random.Random) -> tuple[list[float]
 async def drive(path: Path, run_id: int, args, stop_stream) -> dict:
     from textual.widgets import DataTable
 
-    from rlab.tui.cli import watch_app
+    from rlab.tui.launch import watch_app
 
     rss = psutil.Process().memory_info
     out: dict = {"rss_mb_before_app": round(rss().rss / 2**20, 1)}

@@ -1,6 +1,6 @@
 """Numbers and text cut to fit a table cell or a line, as every screen shows them.
 
-Pure (no textual): the screens and the command line's reports (:mod:`tui.reports`)
+Pure (no textual): the screens and the command line's reports (:mod:`engine.cli.reports`)
 share these, so a missing value reads ``-`` and a cut text ends in ``…``
 everywhere.
 """
@@ -8,6 +8,8 @@ everywhere.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 
 def clip(text: str | None, width: int) -> str:
@@ -23,14 +25,17 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def run_tree(runs: list[dict]) -> list[tuple[dict, int]]:
+Run = TypeVar("Run", bound=Mapping[str, Any])
+
+
+def run_tree(runs: Sequence[Run]) -> list[tuple[Run, int]]:
     """The runs in tree order, each followed by its forks (``parent_id``) one level
     deeper: ``(run, depth)``, oldest first at every level."""
     ids = {r["id"] for r in runs}
-    children: dict[int | None, list[dict]] = {}
+    children: dict[int | None, list[Run]] = {}
     for r in runs:
         children.setdefault(r.get("parent_id") if r.get("parent_id") in ids else None, []).append(r)
-    out: list[tuple[dict, int]] = []
+    out: list[tuple[Run, int]] = []
 
     def walk(parent: int | None, depth: int) -> None:
         for r in children.get(parent, []):
@@ -41,7 +46,7 @@ def run_tree(runs: list[dict]) -> list[tuple[dict, int]]:
     return out
 
 
-def tree_name(run: dict, depth: int) -> str:
+def tree_name(run: Mapping[str, Any], depth: int) -> str:
     """A run's name as the tree shows it: a fork indented under its parent, with its fork step."""
     return ("  " * (depth - 1) + f"└ @{run['fork_step']} " if depth else "") + run["name"]
 

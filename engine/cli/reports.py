@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console, Group
@@ -11,10 +12,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from rlab.tui.formatting import fmt
+from rlab.engine.cli.formatting import fmt
 
 PERCENT = ".1%"
-"""How pass rates are shown (a :func:`tui.formatting.fmt` spec)."""
+"""How pass rates are shown (a :func:`engine.cli.formatting.fmt` spec)."""
 
 
 def loop_report(kind: str, name: str, summary: dict[str, Any], artifacts: dict[str, Any]) -> Group:
@@ -137,7 +138,7 @@ def flips_table(flips: list[dict[str, Any]]) -> Table:
     return table
 
 
-def inspect_report(run: dict[str, Any], rows: list[dict[str, Any]]) -> Group:
+def inspect_report(run: Mapping[str, Any], rows: list[dict[str, Any]]) -> Group:
     """One panel per trajectory: prompt, completion, reward components, details."""
     parts: list[Any] = [Text(f"run {run['name']} ({run['kind']}): {len(rows)} lowest-reward trajectories",
                              style="bold")]

@@ -1,0 +1,62 @@
+"""``rlab pause``, ``resume``, ``step``, ``stop`` and ``reward``: steer a live run from a shell.
+
+Each queues a command in the run file (``store.control``) that the run's
+engine applies at its next safe point, from any process or host that shares
+the file, as space, ``n``, ``q`` and the reward editor do in the TUI.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlab.engine.cli.errors import existing
+from rlab.engine.cli.parsers import Command, Subparsers, add_db
+
+#: Commands that steer a live run from a shell, as space, n and q's "stop" do in the TUI.
+CONTROL_COMMANDS = {"pause": "pause a running run at its next step boundary",
+                    "resume": "resume a paused run (after an alert paused it, say)",
+                    "step": "let a paused run take exactly one more step, then pause again",
+                    "stop": "end a running or paused run at its next step boundary (status stopped; "
+                            "rlab run --headless --resume RUN continues it)"}
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    """``rlab pause|resume|step|stop RUN``: queue the command for the run's engine (any process, any host
+    that shares the file); the engine applies it at its next safe point."""
+    from rlab.store.control import send_command
+    from rlab.store.reader import StoreReader, resolve_run
+
+    with StoreReader(existing(args.db)) as reader:
+        run = resolve_run(reader, args.run)
+    if run["status"] not in ("running", "paused"):
+        raise ValueError(f"run {run['name']} is {run['status']}; {args.command} steers a running or paused run "
+                         f"(start it again with rlab run --headless --resume {run['name']})")
+    command_id = send_command(args.db, run["id"], args.command)
+    print(f"sent {args.command} to run {run['name']} (command {command_id}, run {run['status']})")
+    return 0
+
+
+def add_parsers(sub: Subparsers) -> None:
+    """Add the control commands and ``reward`` to ``sub``."""
+    for kind, what in CONTROL_COMMANDS.items():
+        control = sub.add_parser(kind, help=what)
+        control.add_argument("run", help="run name or id")
+        add_db(control)
+    reward = sub.add_parser("reward", help="check, dry-run and apply a new reward file to a live run")
+    reward.add_argument("run", help="run name or id")
+    reward.add_argument("file", type=Path, help="the new reward file")
+    add_db(reward)
+    reward.add_argument("--dry-run", action="store_true", help="print the check and the dry run; apply nothing")
+    reward.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the engine to apply it")
+
+
+def cmd_reward(args: argparse.Namespace) -> int:
+    from rlab.engine.rewards.edit.submit import submit
+
+    print(submit(args.db, args.run, args.file, dry_run=args.dry_run, wait_s=args.wait).text)
+    return 0
+
+
+#: This group's handlers by command name.
+COMMANDS: dict[str, Command] = {**dict.fromkeys(CONTROL_COMMANDS, cmd_control), "reward": cmd_reward}

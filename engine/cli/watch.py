@@ -1,0 +1,93 @@
+"""``rlab watch``: the TUI on a run in a file, or on a trainer's folder imported as it is written."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from rlab.engine.cli.parsers import Command, Subparsers, add_db, folder
+from rlab.engine.flags import assignments, validation_message
+
+if TYPE_CHECKING:  # the alerts import RunConfig, which `rlab watch` pays for only with --alert
+    from rlab.engine.alerts import AlertThresholds
+
+
+def add_parsers(sub: Subparsers) -> None:
+    """Add ``watch`` to ``sub``."""
+    watch = sub.add_parser("watch", help="attach the TUI to a run in a file")
+    add_db(watch)
+    watch.add_argument("run", nargs="?", help="run name or id (default: the latest)")
+    watch.add_argument("--alert", action="append", default=[], metavar="NAME=VALUE",
+                       help="override an alert threshold of the run config while watching")
+    watch.add_argument("--follow", type=folder, metavar="DIR",
+                       help="import a TRL output_dir / verl rollout dir as it is written, and watch it")
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """``rlab watch [RUN]`` or ``rlab watch --follow DIR [NAME]``."""
+    from rlab.engine.cli.frontend import frontend
+
+    if args.follow is None:
+        frontend().watch(args.db, args.run, args.alert)
+        return 0
+    name = _follow_name(args.follow, args.db, args.run)
+    frontend().open_run(args.db, name, follower_command(args.follow, args.db, name))
+    return 0
+
+
+def _follow_name(source: Path, db: Path, name: str | None) -> str:
+    """The run name for ``--follow source``, once the folder and the run file are usable.
+
+    Raises:
+        FileNotFoundError: ``source`` is no folder. ValueError: a bad name.
+        CliError: the run file cannot be written.
+    """
+    from rlab.engine.cli.checks import check_run_file
+    from rlab.engine.paths import default_run_name
+    from rlab.store.records import check_run_name
+
+    try:
+        is_folder = source.is_dir()
+    except OSError as err:  # a name too long for the file system, say
+        raise FileNotFoundError(f"--follow {str(source)!r}: not a folder ({err.strerror}); pass the trainer's "
+                                "output_dir") from None
+    if not is_folder:
+        raise FileNotFoundError(f"--follow {str(source)!r}: no such folder; pass the trainer's output_dir")
+    if name is not None:
+        check_run_name(name)
+    check_run_file(db, writable=True)
+    return name or default_run_name(f"{source.resolve().name}-follow")
+
+
+def follower_command(source: Path, db: Path, name: str) -> list[str]:
+    """The importer that fills run ``name`` of ``db`` from the trainer folder ``source``
+    as files appear (``python -m rlab.store.formats.follow``; the TUI spawns it)."""
+    return [sys.executable, "-P", "-m", "rlab.store.formats.follow", str(source), "--db", str(db), "--name", name]
+
+
+def checked_thresholds(stored: dict[str, Any], words: list[str]) -> AlertThresholds:
+    """A run's stored alert thresholds with ``--alert NAME=VALUE`` overrides ``words``,
+    checked as ``rlab run --alert`` checks them (RunConfig).
+
+    Raises:
+        ValueError: one line naming a bad word, or the bad names and the known ones.
+    """
+    from rlab.engine.alerts import AlertThresholds
+    from rlab.engine.config import RunConfig
+
+    try:
+        given = assignments(words, example="--alert length_drift=0.3")
+    except ValueError as err:
+        raise ValueError(f"--alert {err}") from None
+    try:
+        return AlertThresholds.model_validate(RunConfig(alerts=stored | given).alerts)
+    except ValidationError as err:
+        raise ValueError(validation_message(err)) from None
+
+
+#: This group's handlers by command name.
+COMMANDS: dict[str, Command] = {"watch": cmd_watch}
