@@ -54,126 +54,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
+from rlab.engine.alert_inputs import GroupStats, distinct_n
+from rlab.engine.alert_thresholds import AlertThresholds
 from rlab.engine.rewards.judge.agreement import kendall_tau
-from rlab.store.records import GroupRecord
-
-#: Every alert kind, in the order the watch checks them.
-ALERT_KINDS = ("reward_jump", "perfect_share", "length_drift", "diversity_drop", "judge_disagreement",
-               "collapse", "no_signal", "hack", "tool_loop", "tool_errors", "tool_abandon", "sampler_mismatch")
-
-
-class AlertThresholds(BaseModel):
-    """Configurable thresholds of the run's watch, and which alerts pause the run.
-
-    Build it from a dict (e.g. a run config's ``"alerts"`` entry, set with
-    ``rlab run --alert NAME=VALUE``) with ``AlertThresholds.model_validate(d)``;
-    unknown keys raise a ``pydantic.ValidationError`` naming the key, so typos
-    are caught. ``pause_on`` is a list of alert kinds (or one comma-separated
-    string: ``--alert pause_on=collapse,hack``; empty: never pause).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    window: int = Field(10, ge=2, description="Steps in the plateau window and the early baseline.")
-    plateau_range: float = Field(0.05, ge=0, description="Max - min of mean reward over the window for a plateau.")
-    jump: float = Field(0.2, gt=0, description="Rise of mean reward above the plateau mean that counts as a jump.")
-    perfect_reward: float = Field(1.0, description="A trajectory reward >= this is a perfect score.")
-    perfect_share: float = Field(0.9, gt=0, le=1, description="Share of perfect scores in a step that is suspicious.")
-    length_drift: float = Field(0.5, gt=0, description="Relative change of completions/mean_length vs the early baseline.")
-    distinct_n: int = Field(2, ge=1, description="n of distinct-n (word n-grams) within a group.")
-    diversity_drop: float = Field(0.5, gt=0, lt=1, description="Relative fall of mean distinct-n vs the early baseline.")
-    min_rank_corr: float = Field(0.0, ge=-1, le=1, description=(
-        "Kendall tau-b(judge, verifier) of a group below this is disagreement (the statistic of judge/tau)."))
-    disagreement_share: float = Field(0.5, gt=0, le=1, description="Share of judged groups of a step that must disagree.")
-    collapse_drop: float = Field(0.2, gt=0, le=1, description=(
-        "Held-out pass@1 (or the step's success rate, while the policy is deterministic) this far below "
-        "its best is a collapse."))
-    collapse_share: float = Field(0.8, gt=0, le=1, description=(
-        "Share of a step's groups whose completions are all identical, or of its completions that are one "
-        "text, that counts as deterministic."))
-    collapse_entropy: float = Field(0.05, ge=0, description="Mean token entropy (nats) this low also counts as deterministic.")
-    collapse_steps: int = Field(5, ge=1, description="Consecutive deterministic, failing steps before collapse fires.")
-    no_signal_share: float = Field(0.9, gt=0, le=1, description="frac_reward_zero_std at or above this is a step without signal.")
-    no_signal_steps: int = Field(10, ge=1, description="Consecutive steps without signal before no_signal fires.")
-    hack_gap: float = Field(0.15, gt=0, description=(
-        "Over the window, the rise of mean reward (divided by the rubric's total weight) minus the rise "
-        "of the success rate at which hack fires."))
-    tool_loop_share: float = Field(0.5, gt=0, le=1, description=(
-        "Share of a step's tool episodes cut at the turn limit while still calling that is a loop."))
-    tool_error_rise: float = Field(0.25, gt=0, le=1, description=(
-        "Rise of tools/error_share above its early level (the mean of its first `window` steps)."))
-    tool_drop: float = Field(0.3, gt=0, le=1, description=(
-        "Over the window, the fall of tools/use_rate at which tool_abandon fires, when success falls too."))
-    tool_success_drop: float = Field(0.1, ge=0, le=1, description=(
-        "Over the window, the fall of the success rate that makes a fall in tool use a tool_abandon."))
-    sampler_mismatch: float = Field(0.15, gt=0, description=(
-        "Mean |log pi_old - log pi_sampler| (nats) of a step's trained tokens at which sampler_mismatch fires."))
-    pause_on: list[str] = Field(["collapse"], description="Alert kinds that pause the run (the others only warn).")
-
-    @field_validator("pause_on", mode="before")
-    @classmethod
-    def _kinds(cls, value: Any) -> Any:
-        """A comma-separated string is a list; every name must be an alert kind."""
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        unknown = sorted(set(value) - set(ALERT_KINDS)) if isinstance(value, list) else []
-        if unknown:
-            raise ValueError(f"pause_on names {unknown}, which are not alerts; the alerts: {', '.join(ALERT_KINDS)}")
-        return value
-
-
-@dataclass(frozen=True)
-class GroupStats:
-    """What the watch needs of one group.
-
-    ``rewards`` are verifier rewards (floats, one per trajectory),
-    ``completions`` the trajectories' final texts, ``judge_scores`` the
-    judge's scores in [0, 1] (None where the group was not judged),
-    ``successes`` the declared success verdicts (``engine.success``; None:
-    no verdict, e.g. an errored score; empty: not known), ``tool_calls``
-    each trajectory's tool calls and ``tool_errors`` its failed ones (empty:
-    not a tool task), ``looped`` whether it was cut at the turn limit while
-    still calling.
-    """
-
-    step: int
-    group_id: int
-    rewards: list[float]
-    completions: list[str]
-    judge_scores: list[float | None] = field(default_factory=list)
-    successes: list[bool | None] = field(default_factory=list)
-    tool_calls: list[int] = field(default_factory=list)
-    tool_errors: list[int] = field(default_factory=list)
-    looped: list[bool] = field(default_factory=list)
-
-    @classmethod
-    def of_record(cls, step: int, group_id: int, group: GroupRecord) -> GroupStats:
-        """The watch's view of a group the engine just stored as ``group_id``."""
-        trajs = group.trajectories
-        calls = [t.tool_calls for t in trajs if t.tool_calls is not None]
-        # an errored trajectory (no reward) counts as 0 here; the run pauses on reward errors anyway
-        return cls(step, group_id, [t.reward if t.reward is not None else 0.0 for t in trajs],
-                   [t.completion for t in trajs], [t.judge_score for t in trajs], [t.success for t in trajs],
-                   [len(c) for c in calls], [sum(x.error is not None for x in c) for c in calls],
-                   [t.truncated and bool(c) for t, c in zip(trajs, calls)])
-
-    @property
-    def identical(self) -> bool:
-        """Every completion of the group is the same text (a group of two or more)."""
-        return len(self.completions) > 1 and len(set(self.completions)) == 1
-
-    @property
-    def solved(self) -> bool:
-        """Every trajectory of the group solved its task (its success verdict is True)."""
-        return bool(self.successes) and all(s is True for s in self.successes)
-
 
 def _perfect_verdict(groups: list[GroupStats], perfect: float) -> str:
     """What the success verdicts say of the perfect rewards: a task nearly learned
@@ -219,34 +106,6 @@ class Alert:
         did = "; the run paused" if self.action == "pause" else ""
         groups = f" (groups {', '.join(map(str, self.group_ids[:5]))})" if self.group_ids else ""
         return f"alert at step {self.step}: {self.kind}: {self.message}{groups}{did}"
-
-
-def distinct_n(completions: list[str], n: int) -> float:
-    """Distinct-n of a group: unique word n-grams / all word n-grams, in [0, 1].
-
-    Li et al. 2016, "A Diversity-Promoting Objective Function for Neural
-    Conversation Models", section 4.2, computed over the group's completions
-    together. A completion with fewer than ``n`` words counts as one gram
-    (its whole text), so a group of identical short answers scores 1/G.
-    Returns 1.0 for an empty group.
-    """
-    unique: set[tuple[str, ...]] = set()
-    total = 0
-    for text in completions:
-        words = text.split()
-        if len(words) < n:
-            unique.add(tuple(words))
-            total += 1
-        else:  # zip builds the n-grams in C: 8,000-character completions are 1,300 words each
-            unique.update(zip(*(words[i:] for i in range(n))))
-            total += len(words) - n + 1
-    return len(unique) / total if total else 1.0
-
-
-def reward_scale(weights: Mapping[str, float]) -> float:
-    """The most reward a trajectory can earn when every function scores 1: the
-    sum of the positive weights (at least 1), the hack alert's unit of reward."""
-    return max(1.0, sum(w for w in weights.values() if w > 0))
 
 
 class AlertWatch:

@@ -30,7 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, reward_scale
+from rlab.engine.alert_inputs import GroupStats, reward_scale
+from rlab.engine.alert_thresholds import AlertThresholds
+from rlab.engine.alerts import AlertWatch
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
 from rlab.engine.rewards.judge.ruler import JudgeResult
 from rlab.engine.rewards.scoring_process import RubricVersion

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 
-from rlab.engine.alerts import AlertThresholds
+from rlab.engine.alert_thresholds import AlertThresholds
 from rlab.engine.config import RunConfig
 from rlab.engine.policy.device import set_cpu_threads, training_options, uses_bf16
 from rlab.engine.policy.lora import LoraSettings, apply_lora

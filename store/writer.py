@@ -15,7 +15,8 @@ from typing import Any, Callable
 import sqlite_utils
 
 from rlab.store.db import open_db, run_owner_alive, write_transaction
-from rlab.store.limits import TEXT_CHARS, cap_details, cap_strings, cap_text
+from rlab.store.group_rows import error_text, insert_group, json_value
+from rlab.store.limits import cap_strings
 from rlab.store.records import (
     COMMAND_STATUSES,
     EVENT_KINDS,
@@ -24,30 +25,10 @@ from rlab.store.records import (
     STEP_METRIC_COLUMNS,
     TERMINAL_STATUSES,
     GroupRecord,
-    TrajectoryRecord,
 )
 from rlab.store.rows import dumps, fetch_dict, fetch_dicts, insert_row
-from rlab.store.secrets import needs_scrub, scrub, scrub_text, secret_env_values
-from rlab.store.tokens import pack
+from rlab.store.secrets import scrub, scrub_text, secret_env_values
 
-_INSERT_GROUP = (
-    'INSERT INTO "groups" (run_id, step, idx, example_id, prompt, initial_state_key, '
-    "judge_status, judge_error, example) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_TRAJECTORY = (
-    "INSERT INTO trajectories (group_id, run_id, step, idx, messages, completion, "
-    "prompt_tokens, completion_tokens, reward, components, details, parse_status, advantage, "
-    "reward_version, judge_score, judge_rank, judge_explanation, truncated, success, token_ends, "
-    "token_logprobs, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_TURN = (
-    "INSERT INTO turns (trajectory_id, run_id, step, t, state_key, reward, ret, adv_episode, "
-    "adv_step, advantage, anchor_id, anchor_size, env_reward) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_TOOL_CALL = (
-    "INSERT INTO tool_calls (trajectory_id, run_id, step, turn, idx, call_id, name, arguments, result, error, "
-    "seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
 _STEP_COLUMNS = list(STEP_METRIC_COLUMNS.values())
 # Upsert that merges: a step written twice (train metrics, then eval metrics)
 # keeps both; a value written again replaces the old one.
@@ -74,46 +55,6 @@ def _noop_when_disabled(result: Callable[[], Any] = lambda: None):
         return inner
 
     return wrap
-
-
-def _state_key(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _parse_status(details: dict) -> str | None:
-    """``details["parse_status"]``, else the first rubric function's one."""
-    status = details.get("parse_status")
-    if status is None:
-        for value in details.values():
-            if isinstance(value, dict) and "parse_status" in value:
-                return value["parse_status"]
-    return status
-
-
-def _text(value: Any, secrets: list[str]) -> Any:
-    """A text column's value, scrubbed of credentials (non-strings as they are)."""
-    if not isinstance(value, str) or not needs_scrub(value, secrets):
-        return value
-    return scrub_text(value, secrets)
-
-
-def _json(value: Any, what: str, secrets: list[str]) -> str:
-    """A JSON column's text; values re-dumped scrubbed only when the cheap
-    test finds a possible credential (the hot path stays one ``dumps``)."""
-    text = dumps(value, what)
-    return dumps(scrub(value, secrets), what) if needs_scrub(text, secrets) else text
-
-
-def _error(value: str | None, secrets: list[str]) -> str | None:
-    """An error text as stored: scrubbed, then capped (``store.limits``). Scrubbed first, so
-    a cut never leaves the first part of a key that scrubbing would no longer know."""
-    return None if value is None else cap_text(_text(value, secrets))
-
-
-def _details(details: dict, secrets: list[str]) -> str:
-    """A trajectory's details as stored: scrubbed, then capped (``store.limits``)."""
-    text = _json(details, "details", secrets)
-    return text if len(text) <= TEXT_CHARS else dumps(cap_details(json.loads(text)), "details")
 
 
 def _metric(name: str, value: Any) -> float | None:
@@ -301,62 +242,13 @@ class StoreWriter:
         details value is not JSON-serialisable (nothing is written then).
         """
         with write_transaction(self.database):
-            return self._insert_group(run_id, step, group)
+            return insert_group(self.database.conn, run_id, step, group)
 
     @_noop_when_disabled(list)
     def write_groups(self, run_id: int, step: int, groups: list[GroupRecord]) -> list[int]:
         """Store all groups of a step in one transaction; return their ids."""
         with write_transaction(self.database):
-            return [self._insert_group(run_id, step, group) for group in groups]
-
-    def _insert_group(self, run_id: int, step: int, group: GroupRecord) -> int:
-        # Raw executes on the connection, inside the caller's transaction: this
-        # is the hot path (>= 20k trajectories/s). executemany when no turn
-        # needs its trajectory's id, one execute per trajectory otherwise.
-        # Every text is scrubbed: a judge or environment may echo a key.
-        conn = self.database.conn
-        secrets = secret_env_values()
-        group_id = insert_row(conn, _INSERT_GROUP, (
-            run_id, step, group.index, _text(group.example_id, secrets), _text(group.prompt, secrets),
-            _text(_state_key(group.initial_state_key), secrets), group.judge_status,
-            _error(group.judge_error, secrets),
-            None if group.example is None else _json(group.example, "example", secrets),
-        ))
-        rows = [self._trajectory_row(run_id, step, group_id, t, secrets) for t in group.trajectories]
-        if not any(t.turns or t.tool_calls for t in group.trajectories):
-            conn.executemany(_INSERT_TRAJECTORY, rows)
-            return group_id
-        for trajectory, row in zip(group.trajectories, rows):
-            trajectory_id = insert_row(conn, _INSERT_TRAJECTORY, row)
-            if trajectory.turns:
-                conn.executemany(_INSERT_TURN, [
-                    (trajectory_id, run_id, step, turn.t, _state_key(turn.state_key),
-                     turn.reward, turn.ret, turn.adv_episode, turn.adv_step, turn.advantage,
-                     turn.anchor_id, turn.anchor_size, turn.env_reward)
-                    for turn in trajectory.turns
-                ])
-            if trajectory.tool_calls:
-                conn.executemany(_INSERT_TOOL_CALL, [
-                    (trajectory_id, run_id, step, call.turn, call.index, call.call_id, _text(call.name, secrets),
-                     _json(call.arguments, "tool call arguments", secrets), _text(call.result, secrets),
-                     _error(call.error, secrets), call.seconds)
-                    for call in trajectory.tool_calls
-                ])
-        return group_id
-
-    @staticmethod
-    def _trajectory_row(run_id: int, step: int, group_id: int, t: TrajectoryRecord,
-                        secrets: list[str]) -> tuple:
-        return (
-            group_id, run_id, step, t.index, _json(t.messages, "messages", secrets),
-            _text(t.completion, secrets), t.prompt_tokens, t.completion_tokens, t.reward,
-            _json(t.components, "components", secrets), _details(t.details, secrets),
-            _text(_parse_status(t.details), secrets), t.advantage, t.reward_version,
-            t.judge_score, t.judge_rank, _text(t.judge_explanation, secrets), int(t.truncated),
-            None if t.success is None else int(t.success),
-            *(pack(t.token_ends, t.logprobs) if t.logprobs is not None else (None, None)),
-            None if t.tool_calls is None else len(t.tool_calls),
-        )
+            return [insert_group(self.database.conn, run_id, step, group) for group in groups]
 
     @_noop_when_disabled(list)
     def write_step_whole(self, run_id: int, step: int, groups: list[GroupRecord], metrics: dict[str, Any],
@@ -366,7 +258,7 @@ class StoreWriter:
         group ``i``) and its metrics (:meth:`write_step`); return the group ids.
         A process killed meanwhile leaves the step whole or absent."""
         with write_transaction(self.database):
-            group_ids = [self._insert_group(run_id, step, group) for group in groups]
+            group_ids = [insert_group(self.database.conn, run_id, step, group) for group in groups]
             for group_id, call in zip(group_ids, judge_calls or []):
                 self.write_judge_call(run_id, group_id, step=step, **call)
             self.write_step(run_id, step, metrics)
@@ -388,7 +280,7 @@ class StoreWriter:
         now = time.time()
         with write_transaction(self.database):
             self.database.execute(_UPSERT_STEP, [run_id, step,
-                                           _json(metrics, "metrics", secret_env_values()), now,
+                                           json_value(metrics, "metrics", secret_env_values()), now,
                                            *columns])
             self.database.execute(
                 "UPDATE runs SET last_step = MAX(COALESCE(last_step, -1), ?), heartbeat_at = ? "
@@ -499,7 +391,7 @@ class StoreWriter:
                 "response_mode, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, group_id, step, request_hash, scrub_text(model),
                  None if raw_response is None else scrub_text(raw_response), latency_s,
-                 prompt_tokens, completion_tokens, cost_usd, _error(error, secret_env_values()), response_mode,
+                 prompt_tokens, completion_tokens, cost_usd, error_text(error, secret_env_values()), response_mode,
                  attempts, time.time()])
 
     @_noop_when_disabled()
@@ -563,7 +455,7 @@ class StoreWriter:
             updated = self.database.execute(
                 "UPDATE commands SET status = ?, message = ?, resolved_at = ?, payload = ? "
                 "WHERE id = ? AND status = 'pending'",
-                [status, _error(message, secret_env_values()), time.time(), payload,
+                [status, error_text(message, secret_env_values()), time.time(), payload,
                  command_id]).rowcount
         if not updated:
             raise ValueError(f"no pending command with id {command_id}")

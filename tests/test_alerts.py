@@ -10,7 +10,9 @@ from types import SimpleNamespace
 import pydantic
 import pytest
 
-from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, distinct_n
+from rlab.engine.alert_inputs import GroupStats, distinct_n
+from rlab.engine.alert_thresholds import AlertThresholds
+from rlab.engine.alerts import AlertWatch
 from rlab.engine.rewards.judge.agreement import kendall_tau
 from rlab.engine.policy.tiny import embedded_dir
 from rlab.scenarios import get_scenario

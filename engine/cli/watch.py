@@ -13,7 +13,7 @@ from rlab.engine.cli.parsers import Command, Subparsers, add_db, folder
 from rlab.engine.flags import assignments, validation_message
 
 if TYPE_CHECKING:  # the alerts import RunConfig, which `rlab watch` pays for only with --alert
-    from rlab.engine.alerts import AlertThresholds
+    from rlab.engine.alert_thresholds import AlertThresholds
 
 
 def add_parsers(sub: Subparsers) -> None:
@@ -76,7 +76,7 @@ def checked_thresholds(stored: dict[str, Any], words: list[str]) -> AlertThresho
     Raises:
         ValueError: one line naming a bad word, or the bad names and the known ones.
     """
-    from rlab.engine.alerts import AlertThresholds
+    from rlab.engine.alert_thresholds import AlertThresholds
     from rlab.engine.config import RunConfig
 
     try:
