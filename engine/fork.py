@@ -30,6 +30,7 @@ from rlab.engine.config import RunConfig
 from rlab.engine.manifest import SAMPLING_FIELDS, scorer_fields, sha256_json
 from rlab.engine.rewards.edit.timeline import reward_plan
 from rlab.engine.settings import ON_RESUME, SettingsChange, changed, config_at, settings_plan, stored_options
+from rlab.store.errors import UsageError
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
 from rlab.store.writer import refuse_if_busy
@@ -77,7 +78,7 @@ def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> Check
     """
     run, _, step_text = spec.partition("@")
     if step_text and not (step_text.isascii() and step_text.isdigit()) and step_text not in NAMED_STEPS:
-        raise ValueError(f"{flag} {spec!r}: the step after @ must be a number (a checkpoint's step), best or latest, "
+        raise UsageError(f"{flag} {spec!r}: the step after @ must be a number (a checkpoint's step), best or latest, "
                          f"e.g. {run}@50")
     if not db.is_file():
         raise FileNotFoundError(f"no run file at {db}; pass --db PATH")
@@ -90,13 +91,13 @@ def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> Check
     if step_text == "best":
         scored = [c for c in points if evals.get(c.step) is not None]
         if not scored:
-            raise ValueError(f"{flag} {spec}: run {row['name']!r} has no held-out eval at any of its checkpoints "
+            raise UsageError(f"{flag} {spec}: run {row['name']!r} has no held-out eval at any of its checkpoints "
                              f"({_listed(stored, start)}); name a step, or let --eval-every divide --checkpoint-every")
         return max(scored, key=lambda c: (evals[c.step], c.step))
     if step_text.isascii() and step_text.isdigit():
         matches = [c for c in points if c.step == int(step_text)]
         if not matches:
-            raise ValueError(f"{flag} {spec}: run {row['name']!r} has no checkpoint at step {step_text}; "
+            raise UsageError(f"{flag} {spec}: run {row['name']!r} has no checkpoint at step {step_text}; "
                              f"its checkpoints: {_listed(stored, start)}")
         return matches[-1]
     return points[-1]

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from rlab.engine.config import RunConfig
 from rlab.engine.flags import flag, validation_message
+from rlab.store.errors import UsageError
 
 #: What ``rlab set`` changes between two steps, and why each is safe there.
 BETWEEN_STEPS: dict[str, str] = {
@@ -71,7 +72,7 @@ FIXED_ON_FORK: dict[str, str] = {
 }
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError):
     """A change that is refused: the message is one line naming the option, the rule and the fix."""
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import sqlite_utils
 
 from rlab.store.db import open_db, write_transaction
+from rlab.store.errors import RunNotFoundError
 from rlab.store.reader import StoreReader
 from rlab.store.records import COMMAND_KINDS
 from rlab.store.rows import dumps, insert_row
@@ -67,7 +68,7 @@ def send_command(path_or_db: str | Path | sqlite_utils.Database, run_id: int, ki
         path_or_db, create=False)
     try:
         if db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id]).fetchone() is None:
-            raise KeyError(f"no run with id {run_id}; list them with `rlab runs`")
+            raise RunNotFoundError(f"no run with id {run_id}; list them with `rlab runs`")
         with write_transaction(db):
             return insert_row(db,
                 "INSERT INTO commands (run_id, kind, payload, status, created_at) "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator, cast
 
 from rlab.store.db import SchemaVersionError, connect, open_db, process_alive, read_error
+from rlab.store.errors import RunNotFoundError
 from rlab.store.migrations import SCHEMA_VERSION
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, STEP_METRIC_COLUMNS
 from rlab.store.search import ROLLOUT_COLUMNS, Found, search, uses_text_index
@@ -447,6 +448,6 @@ def resolve_run(reader: StoreReader, run: int | str) -> RunRow:
     if row is None and str(run).isdigit():
         row = reader.run(int(run))
     if row is None:
-        raise KeyError(f"no run named or numbered {run!r} in {reader.path}; "
+        raise RunNotFoundError(f"no run named or numbered {run!r} in {reader.path}; "
                        f"list them with `rlab runs --db {reader.path}`")
     return row

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlab.store.errors import UsageError
+
 DEFAULT_SUCCESS_THRESHOLD = 1.0
 """A trajectory counts as solved when its success value reaches this, unless
 its task declares another threshold (``engine.success``); also the rule
@@ -28,7 +30,7 @@ def check_run_name(name: str) -> str:
         ValueError: it may not; the message gives the rule.
     """
     if not RUN_NAME.fullmatch(name):
-        raise ValueError("a run name names its folder under rlab_runs/: use 1-100 letters, digits, '.', "
+        raise UsageError("a run name names its folder under rlab_runs/: use 1-100 letters, digits, '.', "
                          "'_' or '-', starting with a letter or digit")
     return name
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import sqlite_utils
 
 from rlab.store.db import open_db, run_owner_alive, write_transaction
+from rlab.store.errors import RunNotFoundError, UsageError
 from rlab.store.group_rows import error_text, insert_group, json_value
 from rlab.store.limits import cap_strings
 from rlab.store.records import (
@@ -142,7 +143,7 @@ class StoreWriter:
         if kind not in RUN_KINDS:
             raise ValueError(f"unknown run kind {kind!r}; use one of {', '.join(RUN_KINDS)}")
         if self.database.execute("SELECT 1 FROM runs WHERE name = ?", [name]).fetchone():
-            raise ValueError(
+            raise UsageError(
                 f"a run named {name!r} already exists in {self.path}; choose another "
                 "--name, or continue it with --resume"
             )
@@ -183,10 +184,10 @@ class StoreWriter:
         """
         with write_transaction(self.database):
             if self.database.execute("SELECT 1 FROM runs WHERE name = ?", [name]).fetchone():
-                raise ValueError(f"a run named {name!r} already exists in {self.path}; choose another --name")
+                raise UsageError(f"a run named {name!r} already exists in {self.path}; choose another --name")
             if pinned and self.database.execute("SELECT 1 FROM checkpoints WHERE run_id = ? AND step = ?",
                                                 [parent_id, step]).fetchone() is None:
-                raise ValueError(f"the parent run has no checkpoint of step {step} any more (its "
+                raise UsageError(f"the parent run has no checkpoint of step {step} any more (its "
                                  "--keep-checkpoints pruned it while the fork started); fork from another step")
             run_id = self._insert_run(name, scenario, config, manifest, reward_file, "train", (parent_id, step))
             for version, source, weights in reward_versions:
@@ -463,5 +464,5 @@ class StoreWriter:
     def _run(self, run_id: int) -> dict:
         run = fetch_dict(self.database.execute("SELECT * FROM runs WHERE id = ?", [run_id]), _RUN_JSON)
         if run is None:
-            raise KeyError(f"no run with id {run_id} in {self.path}; list them with `rlab runs`")
+            raise RunNotFoundError(f"no run with id {run_id} in {self.path}; list them with `rlab runs`")
         return run

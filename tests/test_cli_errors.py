@@ -545,3 +545,46 @@ def test_names_and_numbers_are_checked_in_one_line(tmp_path, monkeypatch, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err, err
     assert not (tmp_path / "rlab_runs").exists()
+
+
+# ---- which errors are the user's (issue 46, 2) ------------------------------------------
+
+
+def test_a_bug_in_a_file_command_keeps_its_traceback_while_user_errors_stay_one_line(
+        tmp_path, monkeypatch, capsys):
+    """A KeyError or ValueError of ours inside `rlab runs` or `rlab export` propagates with its
+    traceback; an unknown run (the user's) is still the one line."""
+    db = tmp_path / "run.db"
+    build_small_db(db)
+    assert main("export", "no-such-run", "--out", str(tmp_path / "out"), "--db", str(db)) == 2
+    one_error_line(capsys.readouterr().err, "no run named or numbered 'no-such-run'")
+
+    def broken(*args, **kwargs):
+        raise KeyError("steps_total")  # a bug of ours, e.g. a column renamed
+
+    monkeypatch.setattr("rlab.store.export.list_runs", broken)
+    with pytest.raises(KeyError, match="steps_total"):
+        main("runs", "--db", str(db))
+    monkeypatch.setattr("rlab.store.export.export_run", lambda *a, **k: int("x"))
+    with pytest.raises(ValueError, match="invalid literal"):
+        main("export", "gigpo-demo", "--out", str(tmp_path / "out"), "--db", str(db))
+
+
+def test_without_a_registered_tui_the_run_says_so_in_one_line(tmp_path, monkeypatch, capsys, raw_tiny_model_dir):
+    """The engine reaches the TUI only through the rlab.frontend entry point; none there is
+    one line naming the fix, before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("rlab.engine.cli.frontend.entry_points", lambda group: [])
+    assert main("--model", str(raw_tiny_model_dir), "--db", str(tmp_path / "r.db")) == 2
+    one_error_line(capsys.readouterr().err, "no TUI is installed", "--headless")
+    assert files(tmp_path) == {}
+
+
+def test_the_tui_is_the_registered_frontend():
+    from importlib.metadata import entry_points
+
+    from rlab.engine.cli.frontend import FRONTEND_GROUP, frontend
+    from rlab.tui.launch import TextualFrontend
+
+    assert [e.value for e in entry_points(group=FRONTEND_GROUP)] == ["rlab.tui.launch:TextualFrontend"]
+    assert isinstance(frontend(), TextualFrontend)

@@ -42,6 +42,7 @@ def watch_app(db: Path, run: str | None = None, alerts: list[str] | None = None)
     """
     from rlab.engine.cli.watch import checked_thresholds
     from rlab.store.db import check_run_file
+    from rlab.store.errors import UsageError
     from rlab.store.reader import StoreReader, resolve_run
     from rlab.tui.app import RolloutLabApp
     from rlab.tui.feed import RunFeed
@@ -52,7 +53,7 @@ def watch_app(db: Path, run: str | None = None, alerts: list[str] | None = None)
     with StoreReader(db) as reader:
         latest = reader.latest_run_id()
         if latest is None:
-            raise ValueError(f"no runs in {db} yet (a start that failed records none); start one with "
+            raise UsageError(f"no runs in {db} yet (a start that failed records none); start one with "
                              f"`rlab run --db {db}`")
         row = reader.run(latest) if run is None else resolve_run(reader, run)
         RunFeed(reader, row["id"]).poll(watch=False)  # the first screen's reads

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlab.engine.cli.errors import existing
+from rlab.engine.cli.errors import CliError, existing
 from rlab.engine.cli.parsers import Command, Subparsers, add_db
 
 #: Commands that steer a live run from a shell, as space, n and q's "stop" do in the TUI.
@@ -30,7 +30,7 @@ def cmd_control(args: argparse.Namespace) -> int:
     with StoreReader(existing(args.db)) as reader:
         run = resolve_run(reader, args.run)
     if run["status"] not in ("running", "paused"):
-        raise ValueError(f"run {run['name']} is {run['status']}; {args.command} steers a running or paused run "
+        raise CliError(f"run {run['name']} is {run['status']}; {args.command} steers a running or paused run "
                          f"(start it again with rlab run --headless --resume {run['name']})")
     command_id = send_command(args.db, run["id"], args.command)
     print(f"sent {args.command} to run {run['name']} (command {command_id}, run {run['status']})")

@@ -48,25 +48,32 @@ def existing(db: Path) -> Path:
 
 
 def file_errors() -> tuple[type[BaseException], ...]:
-    """The errors of the commands that read or write a run file, and load no model:
-    unknown runs and bad values (KeyError, ValueError), file-system errors, and a
-    damaged, foreign or newer run file."""
+    """The errors of the commands that read or write a run file and load no model: the
+    project's own user errors (``store.errors``: a bad value, an unknown run, a run in
+    the wrong state, another tool's file not in its format), a damaged, foreign or newer
+    run file, and a file-system error on a path given. A bare ValueError or KeyError is
+    a bug of ours there, and keeps its traceback."""
     from rlab.store.db import RunFileError, SchemaVersionError
+    from rlab.store.errors import RunNotFoundError, UsageError
 
-    return (CliError, RunFileError, SchemaVersionError, sqlite3.DatabaseError, OSError, KeyError, ValueError)
+    return (CliError, UsageError, RunNotFoundError, RunFileError, SchemaVersionError, sqlite3.DatabaseError,
+            OSError)
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
     """:func:`file_errors` and what the engine raises for a bad model, checkpoint, reward
-    file or server before a run starts. Imports the engine (torch): for the commands
-    that load a model only (run, fork, eval, select, serve)."""
+    file, task or server before a run starts, ValueError and KeyError among them (an
+    error after the start is ``engine.step.RunCrashed``, with its traceback kept).
+    Imports the engine (torch): for the commands that load a model only (run, fork,
+    eval, select, serve)."""
     from rlab.engine.policy.model import ModelLoadError
     from rlab.engine.policy.vllm import VLLMError
     from rlab.engine.rewards.rubric_errors import RubricError
     from rlab.engine.train.checkpoint import CheckpointError
     from rlab.store.writer import RunBusyError
 
-    return (*file_errors(), ModelLoadError, RubricError, CheckpointError, VLLMError, RunBusyError)
+    return (*file_errors(), ModelLoadError, RubricError, CheckpointError, VLLMError, RunBusyError, ValueError,
+            KeyError)
 
 
 def error_line(err: BaseException) -> str:

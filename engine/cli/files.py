@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlab.engine.cli.errors import existing
+from rlab.engine.cli.errors import CliError, existing
 from rlab.engine.cli.parsers import Command, Subparsers, add_db
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     and print how long it took and how much the file grew.
 
     Raises:
-        ValueError: a run's engine writes the file (the build holds its write
+        CliError: a run's engine writes the file (the build holds its write
             lock for minutes on gigabytes, which would stop the run), or
             another process held the write lock for ``BUSY_TIMEOUT_S``.
     """
@@ -103,7 +103,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     except sqlite3.OperationalError as err:
         if "locked" not in str(err):
             raise
-        raise ValueError(f"another process held {args.db}'s write lock for {BUSY_TIMEOUT_S:.0f} s "
+        raise CliError(f"another process held {args.db}'s write lock for {BUSY_TIMEOUT_S:.0f} s "
                          "(an import, or a run of another host?); index it when nothing writes the file") from None
     finally:
         db.close()  # the last connection: its WAL goes into the file, so the size below is the file's
@@ -123,7 +123,7 @@ def _refuse_live_runs(db: sqlite_utils.Database, path: Path) -> None:
 
     live = [run["name"] for run in db.query("SELECT * FROM runs") if run_owner_alive(run)]
     if live:
-        raise ValueError(f"run {live[0]} is writing {path}, and building the index would stop it "
+        raise CliError(f"run {live[0]} is writing {path}, and building the index would stop it "
                          f"(it locks the file for minutes); index it when the run has ended, or stop it: "
                          f"rlab stop {live[0]} --db {path}")
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from rlab.engine.cli.errors import existing
+from rlab.engine.cli.errors import CliError, existing
 from rlab.engine.cli.parsers import DEFAULT_DB, Command, Subparsers, add_db, at_least
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _ks(text: str | None) -> list[int] | None:
     try:
         return [int(k) for k in text.split(",") if k.strip()]
     except ValueError:
-        raise ValueError(f"--k {text!r}: give comma-separated whole numbers, e.g. 1,2,4,8") from None
+        raise CliError(f"--k {text!r}: give comma-separated whole numbers, e.g. 1,2,4,8") from None
 
 
 def cmd_loop(args: argparse.Namespace) -> int:
@@ -97,7 +97,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
     except ValidationError as err:  # one line naming the option, not pydantic's report
         from rlab.engine.flags import validation_message
 
-        raise ValueError(validation_message(err, fields)) from None
+        raise CliError(validation_message(err, fields)) from None
     result = run_loop(settings)
     if args.json:
         print(json.dumps({"run_id": result.run_id, "name": result.name, **result.summary}))

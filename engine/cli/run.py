@@ -208,23 +208,24 @@ def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) ->
 
     Raises:
         rlab.engine.settings.SettingsError: a refused key or value (nothing is sent).
-        ValueError: the run is not live, or the engine refused the change.
+        UsageError: the run is not live, or the engine refused the change.
     """
     from rlab.engine.settings import checked_for_run
     from rlab.store.control import send_command, wait_for_command
+    from rlab.store.errors import UsageError
     from rlab.store.reader import StoreReader, resolve_run
 
     with StoreReader(db) as reader:
         row = resolve_run(reader, run)
         if row["status"] not in ("running", "paused"):
-            raise ValueError(f"run {row['name']} is {row['status']}: settings change a live run; fork it instead")
+            raise UsageError(f"run {row['name']} is {row['status']}: settings change a live run; fork it instead")
         changes = checked_for_run(row, reader.events(row["id"]), parse_assignments(words))
     command_id = send_command(db, row["id"], "set_settings", {"changes": changes})
     resolved = wait_for_command(db, row["id"], command_id, wait_s)
     if resolved is None:
         return f"sent (command {command_id}); it applies at the run's next step boundary"
     if resolved["status"] == "rejected":
-        raise ValueError(f"refused: {resolved['message']}")
+        raise UsageError(f"refused: {resolved['message']}")
     return str(resolved["message"])
 
 

@@ -74,19 +74,20 @@ def checked_thresholds(stored: dict[str, Any], words: list[str]) -> AlertThresho
     checked as ``rlab run --alert`` checks them (RunConfig).
 
     Raises:
-        ValueError: one line naming a bad word, or the bad names and the known ones.
+        UsageError: one line naming a bad word, or the bad names and the known ones.
     """
     from rlab.engine.alert_thresholds import AlertThresholds
     from rlab.engine.config import RunConfig
+    from rlab.store.errors import UsageError
 
     try:
         given = assignments(words, example="--alert length_drift=0.3")
     except ValueError as err:
-        raise ValueError(f"--alert {err}") from None
+        raise UsageError(f"--alert {err}") from None
     try:
         return AlertThresholds.model_validate(RunConfig(alerts=stored | given).alerts)
     except ValidationError as err:
-        raise ValueError(validation_message(err)) from None
+        raise UsageError(validation_message(err)) from None
 
 
 #: This group's handlers by command name.

@@ -24,6 +24,7 @@ import numpy as np
 
 from rlab.engine.evaluation.compare import FieldDifference, locked_room
 from rlab.engine.evaluation.stats import Interval, mcnemar_exact, paired_bootstrap
+from rlab.store.errors import UsageError
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
 
@@ -115,7 +116,7 @@ def compare_branches(reader: StoreReader, run_a: str | int, run_b: str | int, fr
     row_a, row_b = resolve_run(reader, run_a), resolve_run(reader, run_b)
     start = fork_step(row_a, row_b) if from_step is None else from_step
     if start is None:
-        raise ValueError(f"{row_a['name']!r} and {row_b['name']!r} are not a fork and its parent: pass "
+        raise UsageError(f"{row_a['name']!r} and {row_b['name']!r} are not a fork and its parent: pass "
                          "--from-step N, the step after which to match their held-out evals")
     result = BranchComparison({"id": row_a["id"], "name": row_a["name"]}, {"id": row_b["id"], "name": row_b["name"]},
                               start, locked_room(held_out_room(row_a), held_out_room(row_b), HELD_OUT_FIELDS),

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab.store.errors import UsageError
 
-class CompletionsFileError(ValueError):
+
+class CompletionsFileError(UsageError):
     """A frozen completions file that cannot be scored as it is; the message
     names the file, the line (1-based) and the fix."""
 

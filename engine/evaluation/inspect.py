@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlab.store.errors import UsageError
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
 
@@ -21,7 +22,7 @@ def worst_trajectories(reader: StoreReader, run: str | int, *, top_k: int = 10, 
         KeyError: no such run. ValueError: ``top_k`` < 1.
     """
     if top_k < 1:
-        raise ValueError(f"--top-k {top_k}: give 1 or more")
+        raise UsageError(f"--top-k {top_k}: give 1 or more")
     row = resolve_run(reader, run)
     light = reader.lowest_rewards(row["id"], top_k, step=step, failed_only=only_fails)
     full = [reader.trajectory(t["id"]) for t in light]

@@ -26,6 +26,7 @@ from rlab.engine.paths import default_run_name
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.success import SuccessRule
 from rlab.scenarios import load_scenario
+from rlab.store.errors import UsageError
 from rlab.store.export import export_run
 from rlab.store.records import check_run_name
 
@@ -78,12 +79,12 @@ class LoopSettings(BaseModel):
         sources = [flag for flag, value in (("--model", self.model), ("--checkpoint", self.checkpoint),
                                             ("--completions", self.completions)) if value is not None]
         if len(sources) > 1:
-            raise ValueError(f"{' and '.join(sources)} both name the completions' source; pass one")
+            raise UsageError(f"{' and '.join(sources)} both name the completions' source; pass one")
         if self.kind == "select" and self.completions is not None:
-            raise ValueError("rlab select samples N completions from a model; frozen --completions "
+            raise UsageError("rlab select samples N completions from a model; frozen --completions "
                              "are scored with rlab eval")
         if self.kind == "select" and self.temperature == 0 and self.samples > 1:
-            raise ValueError("rlab select with --temperature 0 draws N identical greedy samples; "
+            raise UsageError("rlab select with --temperature 0 draws N identical greedy samples; "
                              "give a temperature > 0 (default 1.0)")
         return self
 
@@ -178,7 +179,7 @@ def checkpoint_task(settings: LoopSettings, checkpoint: CheckpointRef) -> LoopSe
         # a --scenario given names no task: the run's task (if it had one) differs from it
         same = _same_task(given, trained[key]) and (key == "task" or trained["task"] is None)
         if not same:
-            raise ValueError(f"--{key} {given}: checkpoint {checkpoint.run_name}@{checkpoint.step} was trained on "
+            raise UsageError(f"--{key} {given}: checkpoint {checkpoint.run_name}@{checkpoint.step} was trained on "
                              f"{_task_text(trained)}; its run decides what the eval measures: drop --{key}")
     kept = {k: config[k] for k in ("success", "success_threshold", "max_new_tokens")
             if k not in settings.model_fields_set and config.get(k) is not None}

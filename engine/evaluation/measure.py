@@ -20,6 +20,7 @@ from rlab.engine.rewards.scoring import score
 from rlab.engine.rollout.play import Rollout, user_messages
 from rlab.engine.types import Trajectory
 from rlab.engine.types import Scenario
+from rlab.store.errors import UsageError
 
 BATCH_PROMPTS = 256
 """Sequences per sampling call at most: bounds memory on long splits."""
@@ -105,7 +106,7 @@ def score_frozen(scenario, examples: list[dict], completions: list[str], rubric:
             as one completion text).
     """
     if scenario.multi_step:
-        raise ValueError(f"scenario {scenario.name!r} is multi-step: its episodes cannot be scored "
+        raise UsageError(f"scenario {scenario.name!r} is multi-step: its episodes cannot be scored "
                          "from frozen completion texts; evaluate a model instead")
     scores = rubric.score_group(examples, completions)
     return [[Attempt(user_messages(ex, scenario.system_prompt) + [{"role": "assistant", "content": text}],

@@ -9,6 +9,7 @@ import numpy as np
 from rlab.engine.evaluation.measure import Attempt
 from rlab.engine.evaluation.stats import mean_pass_at_k
 from rlab.engine.success import SuccessRule
+from rlab.store.errors import UsageError
 
 SELECTION_NOTE = ("the model did not change: selection draws N samples from the same policy and "
                   "keeps the best, so pass@N - pass@1 is what selection buys, not learning")
@@ -28,7 +29,7 @@ def check_ks(ks: list[int], n: int) -> list[int]:
     """
     bad = [k for k in ks if not 1 <= k <= n]
     if bad:
-        raise ValueError(f"--k {','.join(map(str, bad))}: pass@k needs 1 <= k <= N = {n} "
+        raise UsageError(f"--k {','.join(map(str, bad))}: pass@k needs 1 <= k <= N = {n} "
                          "samples per prompt; raise -n or drop those k")
     return sorted(set(ks))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+from rlab.store.errors import UsageError
 from rlab.store.formats import art, inspect_eval, trl, verifiers, verl
 from rlab.store.formats.base import FormatError, ImportedRun
 from rlab.store.formats.write import ImportSummary, write_imported
@@ -72,7 +73,7 @@ def import_path(path: str | Path, db: str | Path, *, name: str | None = None,
         try:
             check_run_name(name)
         except ValueError as err:
-            raise ValueError(f"--name {name!r}: {err}") from None
+            raise UsageError(f"--name {name!r}: {err}") from None
     return write_imported(db, read_path(path, format), name=name)
 
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab.store.errors import UsageError
 from rlab.store.records import TOOL_ERROR_PREFIX, GroupRecord, ToolCallRecord, TrajectoryRecord
 from rlab.store.stepstats import grpo_advantages
 
 
-class FormatError(ValueError):
+class FormatError(UsageError):
     """A file of another tool is not what its format says.
 
     The message names the file, the place in it (line, row or field) and the

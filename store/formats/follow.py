@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlab.store.db import write_transaction
+from rlab.store.errors import UsageError
 from rlab.store.formats import art, detect_format, trl, verl
 from rlab.store.formats.base import FormatError, ImportedStep
 from rlab.store.formats.write import append_steps
@@ -79,7 +80,7 @@ class Follower:
             except FormatError:
                 self.format = trl.NAME
         if self.format not in FOLLOWABLE:
-            raise ValueError(f"cannot follow {self.format!r} output; follow one of "
+            raise UsageError(f"cannot follow {self.format!r} output; follow one of "
                              f"{', '.join(FOLLOWABLE)}")
         self.step_source = FOLLOWABLE[self.format]
         self.writer = StoreWriter(self.db)

@@ -20,13 +20,14 @@ from typing import Any
 from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, validate
 from rlab.engine.rewards.scoring_process import RubricVersion
 from rlab.engine.success import SuccessError, SuccessRule
+from rlab.store.errors import UsageError
 from rlab.store.records import GroupRecord
 
 #: Groups of the last step a new version must score cleanly (the editor's default K).
 CHECK_GROUPS = 8
 
 
-class EditRejected(ValueError):
+class EditRejected(UsageError):
     """A reward edit the engine will not apply; the message says why and where."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from rlab.engine.rewards.helpers import ENV_REWARDS_KEY
 from rlab.scenarios import UnknownScenarioError, get_scenario
+from rlab.store.errors import RunNotFoundError
 from rlab.store.reader import StoreReader
 from rlab.store.rows import GroupRow
 
@@ -89,7 +90,7 @@ def recent_groups(reader: StoreReader, run_id: int, k: int,
     """
     run = reader.run(run_id)
     if run is None:
-        raise KeyError(f"no run with id {run_id} in {reader.path}")
+        raise RunNotFoundError(f"no run with id {run_id} in {reader.path}")
     examples = examples or ExampleIndex()
     out: list[dict[str, Any]] = []
     for step in reversed(reader.steps(run_id)):
