@@ -205,7 +205,9 @@ class NavScreen(Screen):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # views registered after the screen classes were made (a plugin's, a test's)
+        # Views registered after the screen classes were made (a plugin's, a test's): Textual merges
+        # BINDINGS when a class is made and has no public per-screen bind (App.bind would bind the key
+        # on every screen, dialogs included), so this screen's own map takes them.
         for entry in VIEWS.values():
             if entry.key not in self._bindings.key_to_bindings:
                 self._bindings.bind(entry.key, f"app.open({entry.name!r})", entry.label)
