@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlab.engine.alert_thresholds import AlertThresholds
+from rlab.engine.validation import Problem, one_line
 from rlab.store.records import check_run_name
 
 
@@ -203,11 +204,12 @@ class RunConfig(BaseModel):
         try:
             checked = AlertThresholds.model_validate(given)
         except ValidationError as err:
-            problems = "; ".join(
-                f"--alert {'.'.join(map(str, e['loc']))}={given.get(str(e['loc'][0]), '')}: "
-                + ("no such alert setting" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, "))
-                for e in err.errors(include_url=False))
-            raise ValueError(f"{problems} (the settings: {', '.join(AlertThresholds.model_fields)})") from None
+            def describe(problem: Problem) -> str:
+                name = ".".join(map(str, problem.loc))
+                rule = "no such alert setting" if problem.kind == "extra_forbidden" else problem.rule
+                return f"--alert {name}={given.get(str(problem.loc[0]), '')}: {rule}"
+
+            raise ValueError(f"{one_line(err, describe)} (the settings: {', '.join(AlertThresholds.model_fields)})") from None
         return {name: getattr(checked, name) for name in given}
 
     def with_run_defaults(self, run_defaults: Mapping[str, Any]) -> RunConfig:

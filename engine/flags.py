@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rlab.engine.validation import Problem, one_line
+
 
 FLAG_NAMES = {"alerts": "--alert", "ks": "--k"}
 """Flags named otherwise than their field (dest -> flag): one threshold per
@@ -43,23 +45,21 @@ def assignments(words: Iterable[str], *, form: str = "NAME=VALUE", example: str)
 
 
 def validation_message(err: ValidationError, given: dict[str, Any] | None = None) -> str:
-    """pydantic's errors as ``--flag VALUE: rule`` parts joined by ``; ``."""
-    parts = []
-    for error in err.errors(include_url=False):
-        rule = error["msg"].removeprefix("Value error, ")
-        rule = rule.replace("Input should be", "must be").replace("Field required", "required")
-        fields = [str(part) for part in error["loc"] if isinstance(part, str)]
+    """pydantic's errors as ``--flag VALUE: rule`` parts joined by ``; `` (``given``: the
+    values typed, to show beside their flag)."""
+    def describe(problem: Problem) -> str:
+        fields = list(problem.fields)
         if not fields or fields[0] == "alerts":  # the message names the flags itself
-            parts.append(rule)
-            continue
-        dest = ".".join(fields[:2])
+            return problem.rule
+        rule = problem.rule
         if rule == "required" and len(fields) > 1:
             rule = f"required with the other --{fields[0]}-* options"
         value = _lookup(given or {}, fields[:2])
         shown = "" if value is None else " " + (",".join(map(str, value)) if isinstance(value, list)
                                                    else _one_line(str(value)))
-        parts.append(f"{flag(dest)}{shown}: {rule}")
-    return "; ".join(parts)
+        return f"{flag('.'.join(fields[:2]))}{shown}: {rule}"
+
+    return one_line(err, describe)
 
 
 def _lookup(given: dict[str, Any], path: list[str]) -> Any:

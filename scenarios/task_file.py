@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rlab.engine.validation import Problem, one_line
 from rlab.scenarios import third_party
 from rlab.scenarios.task_env import load_env_factory
 from rlab.scenarios.task_scenario import (HELD_OUT_FRACTION, HELD_OUT_SEED, TaskError, TaskScenario,
@@ -146,17 +147,13 @@ def _validated(model: type[SpecT], raw: dict[str, Any], where: str) -> SpecT:
 
 
 def _validation_message(err: ValidationError, model: type[BaseModel]) -> str:
-    known = ", ".join(model.model_fields)
-    parts = []
-    for e in err.errors(include_url=False):
-        key = ".".join(str(p) for p in e["loc"])
-        if e["type"] == "extra_forbidden":
-            parts.append(f"unknown key {key!r} (known keys: {known})")
-        elif e["type"] == "missing":
-            parts.append(f"missing key {key!r}")
-        else:
-            parts.append(f"{key}: {e['msg']}")
-    return "; ".join(parts)
+    def describe(problem: Problem) -> str:
+        key = ".".join(map(str, problem.loc))
+        if problem.kind == "extra_forbidden":
+            return f"unknown key {key!r} (known keys: {', '.join(model.model_fields)})"
+        return f"missing key {key!r}" if problem.kind == "missing" else f"{key}: {problem.rule}"
+
+    return one_line(err, describe)
 
 
 def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:

@@ -28,7 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TOP_LEVEL = ("engine", "store", "tui", "scenarios")
 #: What scenarios and user reward files may import from the engine.
-PUBLIC_SURFACE = ("rlab.engine.types", "rlab.engine.paths", "rlab.engine.rewards.helpers")
+PUBLIC_SURFACE = ("rlab.engine.types", "rlab.engine.paths", "rlab.engine.rewards.helpers", "rlab.engine.validation")
 FORBIDDEN = {
     "store": {"engine", "tui", "textual", "textual_plotext"},
     "engine": {"tui", "textual", "textual_plotext"},

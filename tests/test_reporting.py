@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from rlab.engine import cli
+from rlab.engine.cli.run import engine_main
 from rlab.engine.config import RunConfig
 from rlab.engine.reporting import MissingDashboardError, Reporter, dashboard_names
 from rlab.store.reader import StoreReader
@@ -49,12 +49,12 @@ def test_a_missing_package_names_the_extra_before_anything_starts(tmp_path, monk
     with pytest.raises(MissingDashboardError, match=r"rollout-lab\[trackio\]"):
         Reporter(["trackio"], tmp_path / "r.db")
     # Through the command line: one `rlab: error:` line, and no run file written.
-    code = cli.main(["--db", str(tmp_path / "r.db"), "--report-to", "trackio", "--max-steps", "1"])
+    code = engine_main(["--db", str(tmp_path / "r.db"), "--report-to", "trackio", "--max-steps", "1"])
     assert code == 2 and not (tmp_path / "r.db").exists()
 
 
 def test_an_unknown_dashboard_is_refused_by_flag(capsys):
-    assert cli.main(["--report-to", "wandb"]) == 2
+    assert engine_main(["--report-to", "wandb"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["rlab: error: --report-to wandb: must be 'trackio' or 'tensorboard'"]
     assert RunConfig(report_to=["trackio", "tensorboard"]).report_to == ["trackio", "tensorboard"]
