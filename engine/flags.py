@@ -56,7 +56,7 @@ def validation_message(err: ValidationError, given: dict[str, Any] | None = None
             rule = f"required with the other --{fields[0]}-* options"
         value = _lookup(given or {}, fields[:2])
         shown = "" if value is None else " " + (",".join(map(str, value)) if isinstance(value, list)
-                                                   else _one_line(str(value)))
+                                                   else _shown_value(str(value)))
         return f"{flag('.'.join(fields[:2]))}{shown}: {rule}"
 
     return one_line(err, describe)
@@ -71,7 +71,7 @@ def _lookup(given: dict[str, Any], path: list[str]) -> Any:
     return value
 
 
-def _one_line(text: str) -> str:
+def _shown_value(text: str) -> str:
     """A value as an error line shows it: quoted (``repr``) when it is empty or would break
     the line (a newline in a name must not split the one error line)."""
     return repr(text) if not text or not text.isprintable() else text

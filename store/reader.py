@@ -442,7 +442,7 @@ def resolve_run(reader: StoreReader, run: int | str) -> RunRow:
     """The run row for ``run``: a run name, or else a run id.
 
     Raises:
-        KeyError: no run by that name or id.
+        RunNotFoundError: no run by that name or id (a KeyError).
     """
     row = reader.run_by_name(str(run))
     if row is None and str(run).isdigit():

@@ -27,7 +27,7 @@ def check_run_name(name: str) -> str:
     (``rlab run``, ``rlab import``).
 
     Raises:
-        ValueError: it may not; the message gives the rule.
+        UsageError: it may not; the message gives the rule.
     """
     if not RUN_NAME.fullmatch(name):
         raise UsageError("a run name names its folder under rlab_runs/: use 1-100 letters, digits, '.', "

@@ -198,8 +198,49 @@ def _malformed_inspect(tmp: Path) -> Path:
     return path
 
 
+def _verifiers_bad_token_count(tmp: Path) -> Path:
+    folder = tmp / "vf"
+    shutil.copytree(FIXTURES / "verifiers", folder)
+    record = json.loads((folder / "results.jsonl").read_text().splitlines()[1])
+    record["token_usage"] = {"input_tokens": "many", "output_tokens": 3}
+    _break_jsonl(folder / "results.jsonl", folder / "results.jsonl", 2, json.dumps(record))
+    return folder
+
+
+def _inspect_bad_token_count(tmp: Path) -> Path:
+    path = tmp / "bad.eval"
+    with zipfile.ZipFile(FIXTURES / "inspect" / "capitals.eval") as src, \
+            zipfile.ZipFile(path, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            if name == "samples/2_epoch_2.json":
+                sample = json.loads(data)
+                sample["output"]["usage"] = {"input_tokens": 1.5}
+                data = json.dumps(sample).encode()
+            dst.writestr(name, data)
+    return path
+
+
+def _art_message_without_role(tmp: Path) -> Path:
+    folder = tmp / "art"
+    shutil.copytree(FIXTURES / "art", folder)
+    path = folder / "trajectories" / "train" / "0002.parquet"
+    rows = pq.read_table(path).to_pylist()
+    for row in rows:
+        row["messages"] = None
+    rows[3]["trajectory_json"] = None
+    rows[3]["messages"] = [{"content": "hi"}]  # the column's struct then has no role at all
+    table = pa.Table.from_pylist(rows)
+    pq.write_table(table, path)
+    return folder
+
+
 @pytest.mark.parametrize("make,file_part,place", [
     (_malformed_verifiers, "results.jsonl", "line 4: missing field 'reward'"),
+    # issue 46: a value our readers convert (a token count, a message) is the file's error, not ours
+    (_verifiers_bad_token_count, "results.jsonl", "line 2, field 'token_usage.input_tokens'"),
+    (_inspect_bad_token_count, "bad.eval", "samples/2_epoch_2.json, field 'output.usage.input_tokens'"),
+    (_art_message_without_role, "0002.parquet", "row 3, column 'messages'"),
     (_malformed_verl, "2.jsonl", "line 2: not JSON"),
     (_malformed_art, "0002.parquet", "row 3, column 'trajectory_json'"),
     (_malformed_trl, "completions_00002.parquet", "row 0, column 'correct_reward'"),

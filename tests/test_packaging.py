@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import tomllib
+
+import pytest
 from pathlib import Path
 
 from rlab.engine.cli.options import engine_command
@@ -68,3 +70,14 @@ def test_the_reward_sandbox_child_ignores_the_working_directory(tmp_path, monkey
     source = (ROOT / "scenarios" / "arithmetic" / "rewards.py").read_text()
     result = validate(source, [{"a": 1, "b": 2, "answer": "3"}], ["3"])
     assert result.ok, result.message
+
+
+@pytest.mark.parametrize("module", ["rlab.engine.cli", "rlab.tui.cli"])
+def test_python_m_runs_the_command_line_under_both_names(module, tmp_path):
+    """`python -m rlab.tui.cli` is the name older scripts and the GPU kit call; it is the same
+    command line as `python -m rlab.engine.cli`."""
+    done = subprocess.run([sys.executable, "-P", "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("usage: ") and "inspect" in done.stdout, done.stderr
+    done = subprocess.run([sys.executable, "-P", "-m", module, "runs", "--db", str(tmp_path / "none.db")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("rlab: error: no run file at"), done.stderr

@@ -181,7 +181,7 @@ class SettingsScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="settings")
     def _send(self, words: list[str]) -> None:
-        from rlab.engine.cli.run import send_settings
+        from rlab.engine.live_settings import send_settings
 
         try:
             answer = send_settings(self.db, self.run, words)

@@ -37,8 +37,8 @@ def watch_app(db: Path, run: str | None = None, alerts: list[str] | None = None)
     Raises:
         FileNotFoundError: no file at ``db``.
         RunFileError: not a run file, or damaged where the first screen reads.
-        ValueError: no runs in the file, or a bad ``--alert``.
-        KeyError: no run ``run``.
+        UsageError: no runs in the file, or a bad ``--alert``.
+        RunNotFoundError: no run ``run``.
     """
     from rlab.engine.cli.watch import checked_thresholds
     from rlab.store.db import check_run_file

@@ -31,7 +31,7 @@ def cmd_control(args: argparse.Namespace) -> int:
         run = resolve_run(reader, args.run)
     if run["status"] not in ("running", "paused"):
         raise CliError(f"run {run['name']} is {run['status']}; {args.command} steers a running or paused run "
-                         f"(start it again with rlab run --headless --resume {run['name']})")
+                       f"(start it again with rlab run --headless --resume {run['name']})")
     command_id = send_command(args.db, run["id"], args.command)
     print(f"sent {args.command} to run {run['name']} (command {command_id}, run {run['status']})")
     return 0

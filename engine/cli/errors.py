@@ -20,12 +20,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rlab.engine.flags import validation_message
+from rlab.store.errors import UsageError
 
 ERROR_PREFIX = "rlab: error: "
 
 
-class CliError(Exception):
-    """A user error with its fix, printed as one ``rlab: error:`` line."""
+class CliError(UsageError):
+    """A user error the command line finds (an option, a run's state), with its fix;
+    printed as one ``rlab: error:`` line, as every ``store.errors.UsageError`` is."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -54,9 +56,9 @@ def file_errors() -> tuple[type[BaseException], ...]:
     run file, and a file-system error on a path given. A bare ValueError or KeyError is
     a bug of ours there, and keeps its traceback."""
     from rlab.store.db import RunFileError, SchemaVersionError
-    from rlab.store.errors import RunNotFoundError, UsageError
+    from rlab.store.errors import RunNotFoundError
 
-    return (CliError, UsageError, RunNotFoundError, RunFileError, SchemaVersionError, sqlite3.DatabaseError,
+    return (UsageError, RunNotFoundError, RunFileError, SchemaVersionError, sqlite3.DatabaseError,
             OSError)
 
 

@@ -104,7 +104,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if "locked" not in str(err):
             raise
         raise CliError(f"another process held {args.db}'s write lock for {BUSY_TIMEOUT_S:.0f} s "
-                         "(an import, or a run of another host?); index it when nothing writes the file") from None
+                       "(an import, or a run of another host?); index it when nothing writes the file") from None
     finally:
         db.close()  # the last connection: its WAL goes into the file, so the size below is the file's
     if seconds is None:
@@ -118,14 +118,14 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _refuse_live_runs(db: sqlite_utils.Database, path: Path) -> None:
-    """Raise ValueError naming the first run whose engine is alive and writes ``db``."""
+    """Raise CliError naming the first run whose engine is alive and writes ``db``."""
     from rlab.store.db import run_owner_alive
 
     live = [run["name"] for run in db.query("SELECT * FROM runs") if run_owner_alive(run)]
     if live:
         raise CliError(f"run {live[0]} is writing {path}, and building the index would stop it "
-                         f"(it locks the file for minutes); index it when the run has ended, or stop it: "
-                         f"rlab stop {live[0]} --db {path}")
+                       f"(it locks the file for minutes); index it when the run has ended, or stop it: "
+                       f"rlab stop {live[0]} --db {path}")
 
 
 #: This group's handlers by command name.

@@ -29,8 +29,8 @@ class Frontend(Protocol):
         ``--alert NAME=VALUE`` overrides ``alerts``.
 
         Raises:
-            FileNotFoundError, ValueError, KeyError, rlab.store.db.RunFileError:
-                no file, no runs, no such run, a bad ``--alert``, or a damaged file.
+            FileNotFoundError, UsageError, RunNotFoundError, rlab.store.db.RunFileError:
+                no file, no runs or a bad ``--alert``, no such run, or a damaged file.
         """
 
 

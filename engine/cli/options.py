@@ -162,7 +162,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def engine_command(argv: list[str], *, db: Path | None = None, name: str | None = None) -> list[str]:
     """The engine's command line for run options ``argv`` (``--headless`` dropped), with
     ``--db db`` and ``--name name`` added when given and not among them: the one builder
-    of it, for the TUI's run, ``rlab watch --follow`` and the fork dialog.
+    of it, for the TUI's run and its fork dialog.
 
     ``python -P -m rlab.engine``: -P keeps the working directory off ``sys.path``, so a
     user's files cannot shadow our modules.

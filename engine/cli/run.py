@@ -14,13 +14,11 @@ import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from rlab.engine.cli.checks import check_options
 from rlab.engine.cli.errors import ArgumentParser, CliError, error_line, existing, guarded
 from rlab.engine.cli.options import add_fork_arguments, add_run_options, config_from_args, engine_command
 from rlab.engine.cli.parsers import Command, Subparsers, add_db
-from rlab.engine.flags import assignments
 
 if typing.TYPE_CHECKING:
     from rlab.engine.config import RunConfig
@@ -171,62 +169,10 @@ def engine_main(argv: Sequence[str] | None = None) -> int:
 def cmd_set(args: argparse.Namespace) -> int:
     """``rlab set RUN KEY=VALUE ...``: check the change as the engine will (``engine.settings``),
     send it, and wait for the run to apply it at its next step boundary (a paused run: at once)."""
+    from rlab.engine.live_settings import send_settings
+
     print(f"run {args.run}: {send_settings(existing(args.db), args.run, args.changes, args.wait)}")
     return 0
-
-
-def parse_assignments(pairs: list[str]) -> dict[str, Any]:
-    """``rlab set``'s ``KEY=VALUE`` words as option name -> value (strings, checked later).
-
-    Keys are option names with ``_`` or ``-`` (``max-new-tokens``); an alert
-    threshold is ``alert.NAME`` (or ``alerts.NAME``), collected into ``alerts``.
-
-    Raises:
-        SettingsError: a word without ``=`` or a key.
-    """
-    from rlab.engine.settings import SettingsError
-
-    try:
-        given = assignments(pairs, form="KEY=VALUE", example="lr=2e-5 or alert.hack_gap=0.2")
-    except ValueError as err:
-        raise SettingsError(str(err)) from None
-    out: dict[str, Any] = {}
-    for key, value in given.items():
-        key = key.replace("-", "_")
-        head, dot, name = key.partition(".")
-        if dot and head in ("alert", "alerts"):
-            out.setdefault("alerts", {})[name] = value
-        else:
-            out[key] = value
-    return out
-
-
-def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) -> str:
-    """``rlab set`` (and ``o`` in the TUI): check ``words`` (``KEY=VALUE``) against the live
-    run as ``engine.settings.checked_for_run``, send them, wait up to ``wait_s`` seconds for
-    the engine's answer (:func:`rlab.store.control.wait_for_command`); that answer.
-
-    Raises:
-        rlab.engine.settings.SettingsError: a refused key or value (nothing is sent).
-        UsageError: the run is not live, or the engine refused the change.
-    """
-    from rlab.engine.settings import checked_for_run
-    from rlab.store.control import send_command, wait_for_command
-    from rlab.store.errors import UsageError
-    from rlab.store.reader import StoreReader, resolve_run
-
-    with StoreReader(db) as reader:
-        row = resolve_run(reader, run)
-        if row["status"] not in ("running", "paused"):
-            raise UsageError(f"run {row['name']} is {row['status']}: settings change a live run; fork it instead")
-        changes = checked_for_run(row, reader.events(row["id"]), parse_assignments(words))
-    command_id = send_command(db, row["id"], "set_settings", {"changes": changes})
-    resolved = wait_for_command(db, row["id"], command_id, wait_s)
-    if resolved is None:
-        return f"sent (command {command_id}); it applies at the run's next step boundary"
-    if resolved["status"] == "rejected":
-        raise UsageError(f"refused: {resolved['message']}")
-    return str(resolved["message"])
 
 
 #: This group's handlers by command name.

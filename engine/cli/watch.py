@@ -43,7 +43,7 @@ def _follow_name(source: Path, db: Path, name: str | None) -> str:
     """The run name for ``--follow source``, once the folder and the run file are usable.
 
     Raises:
-        FileNotFoundError: ``source`` is no folder. ValueError: a bad name.
+        FileNotFoundError: ``source`` is no folder. UsageError: a bad name.
         CliError: the run file cannot be written.
     """
     from rlab.engine.cli.checks import check_run_file

@@ -111,7 +111,7 @@ def compare_branches(reader: StoreReader, run_a: str | int, run_b: str | int, fr
     (None: the fork step, when one run forked from the other) that both evaluated.
 
     Raises:
-        KeyError: no such run. ValueError: no ``from_step`` and neither run is the other's fork.
+        RunNotFoundError: no such run. UsageError: no ``from_step`` and neither run is the other's fork.
     """
     row_a, row_b = resolve_run(reader, run_a), resolve_run(reader, run_b)
     start = fork_step(row_a, row_b) if from_step is None else from_step

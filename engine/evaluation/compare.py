@@ -179,7 +179,7 @@ def compare_runs(reader: StoreReader, run_a: str | int, run_b: str | int, *, for
     paired comparison of their per-example results.
 
     Raises:
-        KeyError: no such run.
+        RunNotFoundError: no such run.
     """
     row_a, row_b = resolve_run(reader, run_a), resolve_run(reader, run_b)
     result = Comparison(_ref(row_a), _ref(row_b), locked_room(row_a["manifest"], row_b["manifest"]),

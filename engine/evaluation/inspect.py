@@ -19,7 +19,7 @@ def worst_trajectories(reader: StoreReader, run: str | int, *, top_k: int = 10, 
     lowest first, each with the keys of ``INSPECT_FIELDS``.
 
     Raises:
-        KeyError: no such run. ValueError: ``top_k`` < 1.
+        RunNotFoundError: no such run. UsageError: ``top_k`` < 1.
     """
     if top_k < 1:
         raise UsageError(f"--top-k {top_k}: give 1 or more")

@@ -172,7 +172,10 @@ def _parquet_trajectory(path: Path, number_: int, row: dict) -> TrajectoryRecord
     if row.get("trajectory_json") is not None:
         return trajectory_record(path, where, _json_cell(path, f"{where}, column 'trajectory_json'",
                                                          row["trajectory_json"]))
-    messages = [{"role": m["role"], "content": m["content"]} for m in row.get("messages") or []]
+    messages = row.get("messages") or []
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages):
+        raise FormatError(path, f"{where}, column 'messages'", "expected chat messages with 'role' and 'content'")
+    messages = [{"role": m["role"], "content": m["content"]} for m in messages]
     return trajectory_record(path, where, {
         "messages_and_choices": messages, "reward": row.get("reward"),
         "metrics": _json_cell(path, f"{where}, column 'metrics'", row.get("metrics")),

@@ -130,6 +130,21 @@ def require(record: dict, key: str, path: Path, where: str) -> Any:
     return record[key]
 
 
+def count(value: Any, path: Path, where: str) -> int:
+    """``value`` as a whole number of tokens (None, "" and 0 as 0).
+
+    Raises:
+        FormatError: not a whole number.
+    """
+    if not value:
+        return 0
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer():
+        return int(value)
+    raise FormatError(path, where, f"expected a whole number of tokens, got {value!r}")
+
+
 def number(value: Any, path: Path, where: str) -> float:
     """``value`` as a float (bools count as 0/1; None as NaN).
 

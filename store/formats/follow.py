@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         Follower(args.source, args.db, args.name, args.format).run(
             interval=args.interval, idle_exit=args.idle_exit)
-    except (FormatError, ValueError, OSError) as error:
+    except (UsageError, OSError) as error:  # FormatError is one; anything else is a bug, with its traceback
         print(f"rlab: error: {error}", file=sys.stderr)
         return 2
     return 0

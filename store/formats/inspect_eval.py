@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 from rlab.store.formats.base import (
+    count,
     FormatError,
     place_in_group,
     ImportedRun,
@@ -124,8 +125,8 @@ def _trajectory(path: Path, name: str, sample: dict) -> TrajectoryRecord:
                  "scores": {k: {f: s.get(f) for f in ("answer", "explanation", "metadata")
                                 if s.get(f) is not None} for k, s in scores.items()}},
         advantage=0.0,
-        prompt_tokens=int(usage.get("input_tokens") or 0),
-        completion_tokens=int(usage.get("output_tokens") or 0),
+        prompt_tokens=count(usage.get("input_tokens"), path, f"{where}, field 'output.usage.input_tokens'"),
+        completion_tokens=count(usage.get("output_tokens"), path, f"{where}, field 'output.usage.output_tokens'"),
         judge_explanation=explanations[0] if explanations else None,
         truncated=any(c.get("stop_reason") == "max_tokens" for c in output.get("choices") or []),
     )

@@ -83,16 +83,18 @@ def _trainer_state(path: Path) -> dict | None:
 
 def logged_metrics(state: dict | None) -> dict[int, dict[str, float]]:
     """Training metrics of ``log_history`` by step (numbers only; eval
-    entries, whose keys start with ``eval_``, and the summary entry left out)."""
+    entries, whose keys start with ``eval_``, the summary entry and entries
+    without a whole-number step left out)."""
     out: dict[int, dict[str, float]] = {}
     for entry in (state or {}).get("log_history", []):
-        if not isinstance(entry, dict) or "step" not in entry or "train_runtime" in entry:
+        step = entry.get("step") if isinstance(entry, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool) or "train_runtime" in entry:
             continue
         values = {k: float(v) for k, v in entry.items()
                   if k not in ("step", "epoch") and not k.startswith("eval_")
                   and isinstance(v, (int, float)) and not isinstance(v, bool)
                   and math.isfinite(v)}
-        out.setdefault(int(entry["step"]), {}).update(values)
+        out.setdefault(step, {}).update(values)
     return out
 
 

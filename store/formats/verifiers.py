@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab.store.formats.base import (
+    count,
     FormatError,
     place_in_group,
     ImportedRun,
@@ -96,8 +97,8 @@ def _trajectory(path: Path, line: int, record: dict) -> TrajectoryRecord:
         reward=None if reward is None else finite_or_zero(reward),
         components={k: v for k, v in components.items() if math.isfinite(v)},
         details=details, advantage=0.0,
-        prompt_tokens=int(usage.get("input_tokens") or 0),
-        completion_tokens=int(usage.get("output_tokens") or 0),
+        prompt_tokens=count(usage.get("input_tokens"), path, f"{where}, field 'token_usage.input_tokens'"),
+        completion_tokens=count(usage.get("output_tokens"), path, f"{where}, field 'token_usage.output_tokens'"),
         truncated=bool(record.get("is_truncated", False)),
     )
 

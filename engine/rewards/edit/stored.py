@@ -86,7 +86,7 @@ def recent_groups(reader: StoreReader, run_id: int, k: int,
     index when None; the TUI passes its own, built once).
 
     Raises:
-        KeyError: no run ``run_id`` in the file.
+        RunNotFoundError: no run ``run_id`` in the file.
     """
     run = reader.run(run_id)
     if run is None:

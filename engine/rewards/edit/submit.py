@@ -78,7 +78,7 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
 
     Raises:
         FileNotFoundError: no run file at ``db``, or no ``file``.
-        KeyError: no such run.
+        RunNotFoundError: no such run.
         EditRejected: the check failed, the edit drops the run's success
             function, or the engine rejected the edit; the message says why.
     """

@@ -1,0 +1,65 @@
+"""A settings change sent to a live run: checked as the engine will, queued, answered.
+
+``rlab set RUN KEY=VALUE`` and the TUI's ``o`` dialog both send through
+:func:`send_settings`, as ``rlab reward`` and the reward editor both submit
+through ``engine.rewards.edit.submit``; which options may change, and when,
+is ``engine.settings``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlab.engine.flags import assignments
+from rlab.engine.settings import SettingsError, checked_for_run
+from rlab.store.control import send_command, wait_for_command
+from rlab.store.errors import UsageError
+from rlab.store.reader import StoreReader, resolve_run
+
+
+def parse_assignments(pairs: list[str]) -> dict[str, Any]:
+    """``rlab set``'s ``KEY=VALUE`` words as option name -> value (strings, checked later).
+
+    Keys are option names with ``_`` or ``-`` (``max-new-tokens``); an alert
+    threshold is ``alert.NAME`` (or ``alerts.NAME``), collected into ``alerts``.
+
+    Raises:
+        SettingsError: a word without ``=`` or a key.
+    """
+    try:
+        given = assignments(pairs, form="KEY=VALUE", example="lr=2e-5 or alert.hack_gap=0.2")
+    except ValueError as err:
+        raise SettingsError(str(err)) from None
+    out: dict[str, Any] = {}
+    for key, value in given.items():
+        key = key.replace("-", "_")
+        head, dot, name = key.partition(".")
+        if dot and head in ("alert", "alerts"):
+            out.setdefault("alerts", {})[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) -> str:
+    """``rlab set`` (and ``o`` in the TUI): check ``words`` (``KEY=VALUE``) against the live
+    run as ``engine.settings.checked_for_run``, send them, wait up to ``wait_s`` seconds for
+    the engine's answer (:func:`rlab.store.control.wait_for_command`); that answer.
+
+    Raises:
+        rlab.engine.settings.SettingsError: a refused key or value (nothing is sent).
+        UsageError: the run is not live, or the engine refused the change.
+    """
+    with StoreReader(db) as reader:
+        row = resolve_run(reader, run)
+        if row["status"] not in ("running", "paused"):
+            raise UsageError(f"run {row['name']} is {row['status']}: settings change a live run; fork it instead")
+        changes = checked_for_run(row, reader.events(row["id"]), parse_assignments(words))
+    command_id = send_command(db, row["id"], "set_settings", {"changes": changes})
+    resolved = wait_for_command(db, row["id"], command_id, wait_s)
+    if resolved is None:
+        return f"sent (command {command_id}); it applies at the run's next step boundary"
+    if resolved["status"] == "rejected":
+        raise UsageError(f"refused: {resolved['message']}")
+    return str(resolved["message"])
