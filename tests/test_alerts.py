@@ -1,6 +1,7 @@
 """Unit tests of the reward-hacking watch (engine/alerts.py)."""
 
 import json
+import random
 import subprocess
 import sys
 import time
@@ -130,6 +131,24 @@ def test_steps_out_of_order_are_refused():
 def test_thresholds_reject_unknown_keys():
     with pytest.raises(pydantic.ValidationError, match="jupm"):
         AlertThresholds.model_validate({"jupm": 0.3})
+
+
+def test_hashed_distinct_n_counts_what_the_word_by_word_count_does():
+    """The numpy count of ASCII groups (alert_inputs._hashed_counts) against the word-by-word one:
+    every whitespace str.split() splits ASCII at, empty and one-word completions, n from 1 to 4;
+    a group with other text takes the word-by-word count."""
+    from rlab.engine.alert_inputs import _counts, _hashed_counts
+
+    rng = random.Random(3)
+    spaces = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
+    vocab = ["".join(rng.choice("abcde") for _ in range(rng.randint(1, 3))) for _ in range(30)]
+    for _ in range(2000):
+        n = rng.randint(1, 4)
+        group = ["".join(rng.choice(spaces) * rng.randint(0, 2) + rng.choice(vocab)
+                         for _ in range(rng.choice([0, 1, 2, 3, 5, 20]))) + rng.choice(["", " "])
+                 for _ in range(rng.randint(0, 6))]
+        assert _hashed_counts(group, n) == _counts(group, n), (group, n)
+    assert _hashed_counts(["é b", "é b"], 2) is None and distinct_n(["é b", "é b"], 2) == 0.5
 
 
 def test_distinct_n_and_the_rank_statistic_of_judge_disagreement():
