@@ -1,38 +1,35 @@
 """The Rollout Lab Textual app: live dashboard, inspection screens, control keys.
 
-Threading rule: the UI thread never runs a query. A 0.25 s timer starts a
-thread worker that polls the store by watermark (:class:`tui.feed.RunFeed`)
-and posts the update back with ``call_from_thread``; cursor moves load their
-data in another thread worker (:class:`tui.view.ViewLoader`); one-off reads
-(search, runs list) go through :meth:`RolloutLabApp.read_in_worker`; commands
-(pause, resume, step, stop) are written from a worker too. Polling, cursor
-moves and one-off reads each have their own
-:class:`tui.readers.LockedReader`, i.e. their own SQLite connection, so a slow
-search never delays a cursor move; each is opened lazily inside its worker
-(opening the file may run migrations).
+Threading rule: the UI thread never runs a query. A 0.25 s timer starts a thread worker that polls
+the store by watermark (:class:`tui.feed.RunFeed`) and posts the update back with
+``call_from_thread``; cursor moves load their data in another thread worker
+(:class:`tui.view.ViewLoader`); one-off reads (search, runs list) go through
+:meth:`RolloutLabApp.read_in_worker`; commands (pause, resume, step, stop) are written from a worker
+too. Polling, cursor moves and one-off reads each have their own :class:`tui.readers.LockedReader`,
+i.e. their own SQLite connection, so a slow search never delays a cursor move; each is opened lazily
+inside its worker (opening the file may run migrations).
 
-The app tells its screens what happened one way: reactive attributes that
-the screens watch (``self.watch(self.app, name, callback)`` in their
-``on_mount``; Textual stops calling a screen's watchers once it is closed):
+The app tells its screens what happened one way: reactive attributes that the screens watch
+(``self.watch(self.app, name, callback)`` in their ``on_mount``; Textual stops calling a screen's
+watchers once it is closed):
 
 - ``latest_poll``: each poll of the watched run (:class:`tui.feed.Poll`);
-- ``run_id``: the watched run; when the user picks another one on the runs
-  screen, the dashboard forgets the previous run's data;
-- ``engine_status``: news of the engine the app started, until its run
-  appears (:class:`tui.supervisor.EngineSupervisor` watches it);
+- ``run_id``: the watched run; when the user picks another one on the runs screen, the dashboard
+  forgets the previous run's data;
+- ``engine_status``: news of the engine the app started, until its run appears
+  (:class:`tui.supervisor.EngineSupervisor` watches it);
 - ``view``: the data under the cursor (:class:`tui.view.View`), which every
-  :class:`tui.view.NavScreen` shows; a screen opened later starts on it (the
-  watch's ``init``).
+  :class:`tui.view.NavScreen` shows; a screen opened later starts on it (the watch's ``init``).
 
-They are set on the UI thread only: a worker hands its result over with
-``call_from_thread``. Watchers run at the assignment, in the app's own turn,
-so a screen has noted a poll before the cursor's view that the poll asks for
-arrives (a message would be handled a turn later, and the dashboard's first
-tables would be filled after the screen was already drawn).
+They are set on the UI thread only: a worker hands its result over with ``call_from_thread``.
+Watchers run at the assignment, in the app's own turn, so a screen has noted a poll before the
+cursor's view that the poll asks for arrives (a message would be handled a turn later, and the
+dashboard's first tables would be filled after the screen was already drawn).
 """
 
 from __future__ import annotations
 
+import gc
 import shlex
 import subprocess
 from pathlib import Path
@@ -204,8 +201,7 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
             self.call_from_thread(setattr, self, "_polling", False)
 
     def _check_engine(self) -> None:
-        """Worker thread: show the engine's progress until its run appears;
-        report (once) an engine that died before that."""
+        """Worker thread: show the engine's progress until its run appears; report (once) its death."""
         status = self.supervisor.check() if self.supervisor is not None else None
         if status is not None:
             self.call_from_thread(self._show_engine_status, status)
@@ -224,8 +220,7 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
 
     @property
     def engine_failure(self) -> list[str] | None:
-        """The engine's exit line and its log's last lines, once it exited
-        before its run appeared (they stay on the dashboard)."""
+        """The engine's exit line and log's last lines, once it exited before its run appeared."""
         status = self.engine_status
         return status.lines if isinstance(status, EngineExited) else None
 
@@ -380,7 +375,13 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
         self.cursor = view.cursor
         self.view = view  # the screens' watchers show it now
         if not self._painted:
-            self.call_after_refresh(setattr, self, "_painted", True)
+            self.call_after_refresh(self._painted_once)
+
+    def _painted_once(self) -> None:
+        # Start-up's objects (modules, widgets) live as long as the app: frozen, the full collections a
+        # streamed run's garbage triggers skip them (pauses of 90-105 ms, 15 a minute, in issue 47's p95).
+        gc.freeze()
+        self._painted = True
 
     def action_open(self, which: str) -> None:
         """A view's key (``g``/``t``/``a``, ``tui.view.VIEWS``): open its screen on the cursor."""
@@ -450,8 +451,7 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
             self.exit(message=self._left_running())
 
     def _left_running(self) -> Text:
-        """What the terminal shows once the TUI has quit leaving the run running
-        (Textual prints an exit message after restoring the screen)."""
+        """What the terminal shows once the TUI quit leaving the run running (Textual's exit message)."""
         name = (self.run_row or {}).get("name") or self.run_name or str(self.run_id)
         db, run = shlex.quote(str(self.db_path)), shlex.quote(name)
         return Text(f"rlab: run {name} goes on; attach again with: rlab watch --db {db} {run} "
@@ -476,10 +476,8 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
 
     @work(thread=True, group="read")
     def read_in_worker(self, fn: Callable[[StoreReader], Any], done: Callable[[Any], None]) -> None:
-        """Run ``fn(reader)`` in a thread worker, on the one-off reads' own
-        reader (one at a time), and call ``done(result)`` on the UI thread.
-        An exception from ``fn`` is the worker's error (it ends the app, as
-        any worker error does)."""
+        """Run ``fn(reader)`` in a thread worker, on the one-off reads' own reader (one at a time), and
+        call ``done(result)`` on the UI thread; an exception from ``fn`` ends the app, as any worker's."""
         with self._one_off_reader as reader:
             result = fn(reader)
         self.call_from_thread(done, result)

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import importlib.util
 import json
 import multiprocessing as mp
@@ -99,6 +101,26 @@ async def wait_for(pilot, condition, timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the app did not reach the expected state")
         await pilot.pause(0.002)
+
+
+@contextlib.contextmanager
+def gc_pauses():
+    """The garbage collector's pauses while the block runs, ms by generation (a key whose
+    frame waits for a full collection shows in the key p95)."""
+    pauses: dict[int, list[float]] = {}
+    started: list[float] = []
+
+    def record(phase: str, info: dict) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            pauses.setdefault(info["generation"], []).append((time.perf_counter() - started.pop()) * 1e3)
+
+    gc.callbacks.append(record)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(record)
 
 
 async def press_keys(app, presses: int, rng: random.Random) -> tuple[list[float], list[float]]:
@@ -172,8 +194,11 @@ async def drive(path: Path, run_id: int, args, stop_stream) -> dict:
             writer.start()
         try:
             rng = random.Random(0)
-            samples, to_view = await press_keys(app, args.presses, rng)
+            with gc_pauses() as pauses:
+                samples, to_view = await press_keys(app, args.presses, rng)
             out["key_latency"] = percentiles(samples)
+            out["gc_pauses_during_keys"] = {f"gen{gen}": {"n": len(ms), "max_ms": round(max(ms, default=0.0), 1)}
+                                            for gen, ms in sorted(pauses.items())}
             out["key_to_view_loaded"] = percentiles(to_view)
             out["steps_streamed_during_keys"] = app.feed.last_step + 1 - out["steps_at_start"]
 
