@@ -184,7 +184,8 @@ def _malformed_trl(tmp: Path) -> Path:
     return folder
 
 
-def _malformed_inspect(tmp: Path) -> Path:
+def _inspect_with_sample(tmp: Path, change) -> Path:
+    """A copy of the Inspect fixture whose sample 2 (epoch 2) ``change(sample)`` edited."""
     path = tmp / "bad.eval"
     with zipfile.ZipFile(FIXTURES / "inspect" / "capitals.eval") as src, \
             zipfile.ZipFile(path, "w") as dst:
@@ -192,10 +193,14 @@ def _malformed_inspect(tmp: Path) -> Path:
             data = src.read(name)
             if name == "samples/2_epoch_2.json":
                 sample = json.loads(data)
-                sample["scores"]["match"]["value"] = "maybe"
+                change(sample)
                 data = json.dumps(sample).encode()
             dst.writestr(name, data)
     return path
+
+
+def _malformed_inspect(tmp: Path) -> Path:
+    return _inspect_with_sample(tmp, lambda sample: sample["scores"]["match"].update(value="maybe"))
 
 
 def _verifiers_bad_token_count(tmp: Path) -> Path:
@@ -208,17 +213,7 @@ def _verifiers_bad_token_count(tmp: Path) -> Path:
 
 
 def _inspect_bad_token_count(tmp: Path) -> Path:
-    path = tmp / "bad.eval"
-    with zipfile.ZipFile(FIXTURES / "inspect" / "capitals.eval") as src, \
-            zipfile.ZipFile(path, "w") as dst:
-        for name in src.namelist():
-            data = src.read(name)
-            if name == "samples/2_epoch_2.json":
-                sample = json.loads(data)
-                sample["output"]["usage"] = {"input_tokens": 1.5}
-                data = json.dumps(sample).encode()
-            dst.writestr(name, data)
-    return path
+    return _inspect_with_sample(tmp, lambda sample: sample["output"].update(usage={"input_tokens": 1.5}))
 
 
 def _art_message_without_role(tmp: Path) -> Path:
