@@ -55,11 +55,13 @@ def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) ->
         row = resolve_run(reader, run)
         if row["status"] not in ("running", "paused"):
             raise UsageError(f"run {row['name']} is {row['status']}: settings change a live run; fork it instead")
-        changes = checked_for_run(row, reader.events(row["id"]), parse_assignments(words))
+        given = parse_assignments(words)
+        changes = checked_for_run(row, reader.events(row["id"]), given)
     command_id = send_command(db, row["id"], "set_settings", {"changes": changes})
     resolved = wait_for_command(db, row["id"], command_id, wait_s)
-    if resolved is None:
-        return f"sent (command {command_id}); it applies at the run's next step boundary"
-    if resolved["status"] == "rejected":
+    if resolved is not None and resolved["status"] == "rejected":
         raise UsageError(f"refused: {resolved['message']}")
-    return str(resolved["message"])
+    answer = (f"sent (command {command_id}); it applies at the run's next step boundary" if resolved is None
+              else str(resolved["message"]))
+    same = [name for name in given if name not in changes]  # checked_for_run drops what would not change
+    return answer + (f" (unchanged, the run has them already: {', '.join(same)})" if same else "")

@@ -17,3 +17,17 @@ def test_rlab_stop_queues_a_stop_for_a_live_run_and_refuses_an_ended_one(tmp_pat
     assert main(["stop", "gigpo-demo", "--db", str(db)]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("rlab: error: run gigpo-demo is finished; stop steers a running or paused run")
+
+
+def test_rlab_set_names_a_value_the_run_has_already(tmp_path, capsys):
+    """`rlab set RUN lr=<its lr> temperature=0.5` sends only temperature, and says lr was left."""
+    from rlab.engine.config import RunConfig
+
+    db = tmp_path / "run.db"
+    ids = build_small_db(db)  # demo is running, with the default options
+    assert main(["set", "demo", f"lr={RunConfig().lr}", "temperature=0.5", "--db", str(db), "--wait", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "(unchanged, the run has them already: lr)" in out, out
+    with StoreReader(db) as reader:
+        [command] = reader.commands(ids["demo"])
+    assert command["kind"] == "set_settings" and command["payload"] == {"changes": {"temperature": 0.5}}
