@@ -94,6 +94,7 @@ def _counts(completions: list[str], n: int) -> tuple[int, int]:
 _ASCII_SPACE = np.zeros(256, dtype=bool)
 _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
 _BASE = 0x100000001B3  # odd (FNV-1's prime), so it has an inverse modulo 2**64
+_BASE_INVERSE = pow(_BASE, -1, 1 << 64)
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier: spreads the bits
 _POWERS: dict[int, np.ndarray] = {}
 
@@ -118,7 +119,7 @@ def _hashed_counts(completions: list[str], n: int) -> tuple[int, int] | None:
     words = np.bincount(owner, minlength=len(completions))
     short = {tuple(text.split()) for text, count in zip(completions, words) if count < n}
     with np.errstate(over="ignore"):  # every product below is meant modulo 2**64
-        prefix = np.concatenate(([np.uint64(0)], np.cumsum(data * _powers(pow(_BASE, -1, 1 << 64), len(data)),
+        prefix = np.concatenate(([np.uint64(0)], np.cumsum(data * _powers(_BASE_INVERSE, len(data)),
                                                               dtype=np.uint64)))
         hashes = (prefix[ends] - prefix[starts]) * _powers(_BASE, len(data))[ends - 1]
         hashes = (hashes ^ (ends - starts).astype(np.uint64)) * _MIX
