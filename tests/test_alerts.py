@@ -322,6 +322,7 @@ def forced(tmp_path_factory):
     return out
 
 
+@pytest.mark.e2e
 def test_a_learning_rate_that_destroys_the_tiny_policy_pauses_the_run_on_collapse(forced):
     """lr 0.05 turns the warm-started policy into one degenerate completion for every prompt
     (empty, or '777777', as the seed draws) within two steps: held-out pass@1 falls from about
@@ -337,6 +338,7 @@ def test_a_learning_rate_that_destroys_the_tiny_policy_pauses_the_run_on_collaps
     assert ("no_signal", 11, "warn") in _alerts(reader, run_id)  # nothing trained since the policy collapsed
 
 
+@pytest.mark.e2e
 def test_a_rubric_that_pays_for_a_trivial_answer_raises_hack(forced):
     """The warm-started tiny policy learns that a short answer with a 7 in it pays 1.5."""
     hack = forced["hack"]
@@ -452,6 +454,7 @@ def _trl_forced_run(tmp_path):
     return reader, reader.runs()[0]["id"]
 
 
+@pytest.mark.e2e
 def test_our_engine_and_a_trl_run_store_the_forced_events_alike(forced, tmp_path):
     engine: dict[str, list] = {}
     for name in ("burn", "hack", "faults"):

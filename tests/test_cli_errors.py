@@ -303,6 +303,7 @@ class EchoingJudge(ChatCompletionsServer):
         return Reply(content=scores_json({"1": 0.9, "2": 0.1}, explanation=f"echo {key}"))
 
 
+@pytest.mark.e2e
 def test_a_key_echoing_judge_leaves_the_key_nowhere(tmp_path, raw_tiny_model_dir):
     db, cache, out = tmp_path / "run.db", tmp_path / "cache", tmp_path / "export"
     env = {"OPENAI_API_KEY": KEY, "RLAB_CACHE_DIR": str(cache)}

@@ -44,6 +44,7 @@ def _fast(**kw):
     return [f"--{k.replace('_', '-')}={v}" for k, v in {**base, **kw}.items()]
 
 
+@pytest.mark.e2e
 def test_headless_run_prints_the_summary_and_stores_everything(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "run.db"
     result = _rlab("run", "--headless", "--model", str(raw_tiny_model_dir), "--db", str(db),
@@ -78,6 +79,7 @@ def test_bad_input_gives_one_clear_line(tmp_path, args, message):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.e2e
 def test_pause_step_resume_and_stop_through_the_control_table(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "ctl.db"
     proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "ctl")
@@ -106,6 +108,7 @@ def test_pause_step_resume_and_stop_through_the_control_table(tmp_path, raw_tiny
     assert {c["status"] for c in reader.commands(run_id)} == {"applied"}
 
 
+@pytest.mark.e2e
 def test_sigkill_mid_run_then_resume_continues_the_step_numbers(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "kill.db"
     proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "victim")
@@ -179,6 +182,7 @@ WEIGHTS = {"correct": 1.0, "nonempty": 0.25}
 '''
 
 
+@pytest.mark.e2e
 def test_reward_edits_apply_at_the_next_step_and_bad_ones_are_rejected(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "edit.db"
     proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "edit")
@@ -289,6 +293,7 @@ def test_a_resume_from_before_the_first_checkpoint_repeats_the_run(tmp_path, raw
     assert again == first
 
 
+@pytest.mark.e2e
 def test_sigterm_stops_the_run_with_a_stop_event(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "term.db"
     proc = _spawn_engine(tmp_path, raw_tiny_model_dir, db, "term")
@@ -305,6 +310,7 @@ def test_sigterm_stops_the_run_with_a_stop_event(tmp_path, raw_tiny_model_dir):
     assert [e["payload"]["reason"] for e in reader.events(run_id) if e["kind"] == "stop"] == ["SIGTERM (signal 15)"]
 
 
+@pytest.mark.e2e
 def test_two_resumes_of_one_run_at_once_one_takes_it_the_other_says_so(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "twice.db"
     run(_tiny_run(db, raw_tiny_model_dir))
@@ -326,6 +332,7 @@ def test_two_resumes_of_one_run_at_once_one_takes_it_the_other_says_so(tmp_path,
             p.communicate()
 
 
+@pytest.mark.e2e
 def test_a_headless_run_says_when_another_shell_pauses_steps_and_resumes_it(tmp_path, raw_tiny_model_dir):
     """Issue 40, 3.9 and 3.11: each command is a line on the engine's stderr, and a pause
     is recorded at the step the run row shows (the last step done), not the next one."""
@@ -356,6 +363,7 @@ def test_a_headless_run_says_when_another_shell_pauses_steps_and_resumes_it(tmp_
 BROKEN_REWARDS = "def correct(example, completion):\n    raise RuntimeError('no reward for ' + example['id'])\n"
 
 
+@pytest.mark.e2e
 def test_a_run_whose_every_score_fails_says_so_and_ends_failed(tmp_path, raw_tiny_model_dir):
     """Issue 47, 2: with --no-pause-on-reward-error and every call failing, the run printed
     `reward n/a`, exited 0 and ended finished as if it had trained."""
@@ -371,6 +379,7 @@ def test_a_run_whose_every_score_fails_says_so_and_ends_failed(tmp_path, raw_tin
         assert reader.run_by_name("b")["status"] == "failed"
 
 
+@pytest.mark.e2e
 def test_a_reward_error_pause_says_the_reason_and_the_two_ways_on(tmp_path, raw_tiny_model_dir):
     rewards = tmp_path / "broken.py"
     rewards.write_text(BROKEN_REWARDS)
@@ -398,6 +407,7 @@ def _paused(db: Path, name: str) -> bool:
     return run is not None and run["status"] == "paused"
 
 
+@pytest.mark.e2e
 def test_a_first_step_without_reward_spread_names_the_likely_causes(tmp_path, raw_tiny_model_dir):
     """Issue 47, 5: SmolLM2 with max_new_tokens 3 trained 3 steps at reward 0.000 with no warning."""
     done = _rlab("run", "--headless", "--model", raw_tiny_model_dir, "--db", tmp_path / "r.db", "--max-steps", "1",

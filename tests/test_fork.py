@@ -68,6 +68,7 @@ def test_a_fork_with_no_change_repeats_the_parents_next_five_steps(parent):
     assert fork["step"] == 3 and fork["payload"]["parent"] == "p" and fork["payload"]["changes"] == {}
 
 
+@pytest.mark.e2e
 def test_a_fork_s_max_steps_counts_its_own_steps(parent, tmp_path):
     """Issue 47, 1.2: `rlab fork RUN@50 --max-steps 20` trained nothing (the budget counted from
     step 0); it trains 20 steps after the fork step, and without it the fork runs to the parent's."""
@@ -163,6 +164,7 @@ def test_settings_versions_keep_their_numbers_across_a_resume(tmp_path, raw_tiny
         4: 3, 5: 1, 6: 2, 7: 2}
 
 
+@pytest.mark.e2e
 def test_rlab_set_changes_a_live_run_at_the_next_step_and_refuses_a_bad_value(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "s.db"
     proc = subprocess.Popen([sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--db", str(db),
@@ -198,6 +200,7 @@ def test_rlab_set_changes_a_live_run_at_the_next_step_and_refuses_a_bad_value(tm
         proc.wait(60)
 
 
+@pytest.mark.e2e
 def test_kill_9_while_a_fork_starts_leaves_no_half_made_run(parent, tmp_path):
     started = {}
     for delay in (0.5, 1.5, 2.5, 3.5, None):
@@ -237,6 +240,7 @@ def test_a_checkpoint_a_fork_started_from_is_never_pruned(tmp_path, raw_tiny_mod
     assert [c["step"] for c in kept] == [3, 9] and Path(kept[0]["path"]).is_dir()
 
 
+@pytest.mark.e2e
 def test_compare_pairs_a_fork_and_its_parent_at_matched_held_out_steps(parent, tmp_path):
     run(RunConfig(db=parent, fork_from="p@3", name="hot", temperature=1.5, max_steps=5))
     done = _rlab("compare", "p", "hot", "--db", parent, "--json", cwd=tmp_path)
@@ -388,6 +392,7 @@ async def test_a_fork_is_drawn_beside_its_parent_with_its_fork_step_marked(tree)
         assert plot._last[3] == "parent"
 
 
+@pytest.mark.e2e
 async def test_f_forks_the_watched_run_from_the_checkpoint_under_the_cursor(tree):
     from textual.widgets import Input
 
@@ -481,6 +486,7 @@ async def _until(pilot, condition, timeout: float = 20.0) -> None:
         await pilot.pause(0.05)
 
 
+@pytest.mark.e2e
 def test_an_alert_s_step_keeps_a_checkpoint_a_fork_can_start_from(tmp_path, raw_tiny_model_dir):
     """Issue 47, 3: with the defaults (--checkpoint-every 50, --keep-checkpoints 3) a fork at an
     alert's step 16 was refused; the engine now keeps a checkpoint of every alert's step."""

@@ -50,6 +50,7 @@ def test_the_engine_command_line_names_the_run_file_and_the_run_once():
     assert engine_command([], db=Path("runs.db"), name="chosen")[-4:] == ["--db", "runs.db", "--name", "chosen"]
 
 
+@pytest.mark.e2e
 def test_a_run_in_a_folder_holding_engine_and_scenarios_uses_ours(tmp_path, raw_tiny_model_dir):
     _shadowing_folders(tmp_path)
     rlab = shutil.which("rlab", path=str(Path(sys.executable).parent))

@@ -97,6 +97,7 @@ def test_an_edit_that_drops_the_success_function_is_refused_with_advice_for_an_e
     assert "keep correct in WEIGHTS" in line and "--success" not in line, line
 
 
+@pytest.mark.e2e
 def test_a_reward_file_that_hangs_is_one_line_without_a_stack_of_ours(small, tmp_path):
     """Issue 47, 6: `rlab reward RUN hang.py` printed faulthandler's stack of the check's internals
     before its one line."""

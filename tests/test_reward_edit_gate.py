@@ -109,6 +109,7 @@ def _wait(predicate, timeout=180.0):
     raise AssertionError("condition not met in time")
 
 
+@pytest.mark.e2e
 def test_the_engine_applies_a_credential_named_function_and_rejects_bad_edits(tmp_path, raw_tiny_model_dir):
     """One engine process: the scrubber case applies; raise/NaN/string edits are rejected
     on the last step's groups and the run stays on its version and keeps running."""
@@ -168,6 +169,7 @@ WEIGHTS = {"correct": 1.0}
 '''
 
 
+@pytest.mark.e2e
 def test_a_version_that_raises_during_training_pauses_the_run_and_the_previous_one_comes_back(
         tmp_path, raw_tiny_model_dir):
     db = tmp_path / "pause.db"

@@ -91,6 +91,7 @@ def _run(tmp_path: Path, task: Path, model: Path, *extra: str) -> subprocess.Com
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.e2e
 def test_a_user_task_reports_pass_at_1_from_its_success_function_only(tmp_path, raw_tiny_model_dir):
     """The untrained model writes short gibberish: brevity pays for most of it, exact for none."""
     done = _run(tmp_path, hack_task(tmp_path / "task"), raw_tiny_model_dir, "--name", "declared")
@@ -110,6 +111,7 @@ def test_a_user_task_reports_pass_at_1_from_its_success_function_only(tmp_path, 
     assert run["config"]["success"] == "exact" and run["manifest"]["scorer"]["success"] == "exact >= 1"
 
 
+@pytest.mark.e2e
 def test_without_a_declaration_a_warning_says_pass_at_1_is_the_total(tmp_path, raw_tiny_model_dir):
     done = _run(tmp_path, hack_task(tmp_path / "task", success=None), raw_tiny_model_dir, "--name", "inferred")
     assert done.returncode == 0, done.stderr

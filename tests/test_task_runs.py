@@ -27,6 +27,7 @@ def _rlab(*args, cwd):
                           timeout=240, cwd=cwd)
 
 
+@pytest.mark.e2e
 def test_jsonl_task_with_trl_rewards_runs_headless_and_logs_the_styles(tmp_path, raw_tiny_model_dir):
     db = tmp_path / "r.db"
     result = _rlab("run", "--headless", "--task", str(EXAMPLES / "addition_trl"), "--model", str(raw_tiny_model_dir),
@@ -47,6 +48,7 @@ def test_jsonl_task_with_trl_rewards_runs_headless_and_logs_the_styles(tmp_path,
     assert set(components) == {"correct", "three_digit_bonus", "numeric"}
 
 
+@pytest.mark.e2e
 def test_run_file_with_an_inline_task_and_flags_over_it(tmp_path, raw_tiny_model_dir):
     task = tmp_path / "mytask"
     shutil.copytree(EXAMPLES / "addition_trl", task)

