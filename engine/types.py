@@ -65,6 +65,11 @@ class TrainSample:
     (GiGPO: each turn's A^E + omega A^S on that turn's tokens).
     ``loss_mask`` (one 0/1 per completion token) marks the trained,
     assistant-sampled tokens; None trains every completion token.
+    ``policy_logprobs`` (nats, one per completion token) is what the trainer
+    fills in: the trained policy's log-probs of the tokens at the step's
+    first forward pass, before any weight moved (the pi_old of truncated
+    importance sampling, ``engine.train.trainer``); None until it has (a
+    sample without signal is not forwarded).
     """
 
     prompt_ids: list[int]
@@ -73,6 +78,7 @@ class TrainSample:
     advantage: float = 0.0
     token_advantages: list[float] | None = None
     loss_mask: list[float] | None = None
+    policy_logprobs: list[float] | None = None
 
     def advantages(self) -> list[float]:
         """Per completion token, its advantage."""

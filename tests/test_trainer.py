@@ -338,5 +338,38 @@ def test_truncated_importance_sampling_weights_each_token_and_logs_the_mismatch(
     # the first update's ratio is 1 (its old log-probs are its own): the loss is -mean(w * A) over the tokens
     advantages = np.array([1.0] * 3 + [-0.5] * 3)
     assert metrics["loss"] == pytest.approx(-(weights * advantages).mean(), rel=1e-4)
+    # each sample is handed back the policy's own log-probs: the sampler's plus the offsets
+    for sample, shift in zip(samples, offsets):
+        assert sample.policy_logprobs == pytest.approx([lp + d for lp, d in zip(sample.old_logprobs, shift)], abs=1e-5)
+    # the correction off: the mismatch is measured (the A/B of the correction), no weight is applied
     uncorrected = Trainer(policy.model, policy.pad_id, TrainConfig(lr=1e-9, num_iterations=1)).step(samples)
-    assert not any(k.startswith("sampling/") for k in uncorrected)
+    assert uncorrected["sampling/sampling_logp_difference/mean"] == pytest.approx(np.abs(flat).mean(), abs=1e-5)
+    assert not any(k.startswith("sampling/importance_sampling_ratio") for k in uncorrected)
+    ratio = np.exp(flat)  # pi / pi_sampler: PPO's clipped surrogate against the sampler
+    surrogate = np.minimum(ratio * advantages, np.clip(ratio, 0.8, 1.2) * advantages)
+    assert uncorrected["loss"] == pytest.approx(-surrogate.mean(), rel=1e-4)
+
+
+def test_a_run_stores_the_trained_policys_log_probs_beside_the_samplers(tmp_path):
+    """Issue 48: each trained single-turn trajectory keeps the trainer's log-probs of its tokens
+    (schema v13), token for token with the sampler's: here the sampler is the policy itself
+    (the shipped tiny policy: float32, no LoRA), so they agree to float16's rounding; a
+    group without reward spread trains nothing and keeps none."""
+    from rlab.engine.config import RunConfig
+    from rlab.engine.step import run
+    from rlab.store.reader import StoreReader
+    from rlab.store.tokens import unpack_logprobs
+
+    db = tmp_path / "m.db"
+    run(RunConfig(db=db, prompts_per_step=4, group_size=4, eval_size=4, max_steps=2))
+    with StoreReader(db) as reader:
+        run_id = reader.runs()[0]["id"]
+        trajectories = [t for step in (1, 2) for g in reader.groups_of_step(run_id, step)
+                        for t in reader.group(g["id"])["trajectories"]]
+    measured = [t for t in trajectories if t["token_policy_logprobs"] is not None]
+    assert measured and all(t["advantage"] != 0 for t in measured)
+    assert all(t["token_policy_logprobs"] is None for t in trajectories if t["advantage"] == 0)
+    for t in measured:
+        policy, sampled = unpack_logprobs(t["token_policy_logprobs"]), unpack_logprobs(t["token_logprobs"])
+        assert len(policy) == len(sampled) == t["completion_tokens"]
+        assert np.allclose(policy, sampled, atol=0.02)

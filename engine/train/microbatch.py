@@ -106,6 +106,8 @@ class MicroBatch:
     old_logprobs: (B, W) float32 log-probs (nats) the ratio is taken against:
     the sampler's, until :meth:`take_policy_logprobs`. is_weights: (B, W)
     float32 truncated importance weights, None until then (no correction).
+    policy_logprobs: (B, W) float32, the trained policy's log-probs at the
+    step's first forward pass, None until :meth:`take_policy_logprobs`.
     """
 
     prompt_ids: torch.Tensor
@@ -118,15 +120,20 @@ class MicroBatch:
     advantages: torch.Tensor
     old_logprobs: torch.Tensor
     is_weights: torch.Tensor | None = None
+    policy_logprobs: torch.Tensor | None = None
 
-    def take_policy_logprobs(self, logp: torch.Tensor, cap: float) -> torch.Tensor:
-        """Make ``logp`` (B, W), the trained policy's own log-probs, the old ones, and
-        weigh each token by min(pi_old / pi_sampler, ``cap``): truncated importance
-        sampling (Yao et al. 2025, eq. 3). Returns log pi_old - log pi_sampler (B, W),
-        0 off the mask."""
-        diff = (logp.detach() - self.old_logprobs) * self.mask
-        self.is_weights = torch.clamp(torch.exp(diff), max=cap)
-        self.old_logprobs = logp.detach()
+    def take_policy_logprobs(self, logp: torch.Tensor, cap: float | None) -> torch.Tensor:
+        """Measure the sampler against ``logp`` (B, W), the trained policy's own log-probs
+        at the step's first forward pass: returns log pi_old - log pi_sampler (B, W), 0
+        off the mask. With ``cap``, ``logp`` becomes the old log-probs and each token is
+        weighed by min(pi_old / pi_sampler, ``cap``): truncated importance sampling (Yao
+        et al. 2025, eq. 3); without, the ratio stays the sampler's (measured, not
+        corrected). Either way ``logp`` is kept as :attr:`policy_logprobs`."""
+        self.policy_logprobs = logp.detach()
+        diff = (self.policy_logprobs - self.old_logprobs) * self.mask
+        if cap is not None:
+            self.is_weights = torch.clamp(torch.exp(diff), max=cap)
+            self.old_logprobs = self.policy_logprobs
         return diff
 
 

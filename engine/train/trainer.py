@@ -136,14 +136,16 @@ class Trainer:
     def step(self, samples: list[TrainSample]) -> dict[str, float]:
         """``num_iterations`` updates on ``samples``; metrics averaged over them.
 
-        With ``is_cap`` set, the first update's forward pass (before its optimizer
-        step) gives the old log-probs every update's ratio divides by, and the
-        importance weights against the sampler (module docstring); its
-        ``sampling/*`` metrics are the step's. See :meth:`update` for the others.
+        The first update's forward pass (before its optimizer step) measures the
+        sampler against the trained policy: its ``sampling/*`` metrics are the
+        step's, and each forwarded sample's ``policy_logprobs`` are set to it.
+        With ``is_cap`` set, it also gives the old log-probs every update's ratio
+        divides by, and the importance weights against the sampler (module
+        docstring). See :meth:`update` for the others.
         """
         prepared = self._prepare(samples)
-        runs = [self._update(prepared, take_old=self.config.is_cap is not None and k == 0)
-                for k in range(self.config.num_iterations)]
+        runs = [self._update(prepared, first=k == 0) for k in range(self.config.num_iterations)]
+        prepared.hand_back_policy_logprobs()
         averaged = {key: float(np.mean([r[key] for r in runs])) for key in runs[-1]}
         return {**averaged, **{k: v for k, v in runs[0].items() if k.startswith("sampling/")}}
 
@@ -160,7 +162,7 @@ class Trainer:
         The batch runs as :func:`micro_batches` whose gradients accumulate
         into one optimizer step: the same update as one pass, in bounded memory.
         """
-        return self._update(self._prepare(samples), take_old=False)
+        return self._update(self._prepare(samples), first=False)
 
     def _prepare(self, samples: list[TrainSample]) -> _Prepared:
         """The samples an update trains on (those with a nonzero advantage, or all with a
@@ -170,16 +172,18 @@ class Trainer:
         # The KL term's reference pass would need a shared prefix of its own: with beta > 0 prompts run whole.
         shared = shared_prefix_length([s.prompt_ids for s in active]) if self.config.beta == 0 and not _checkpointed(
             self.model) else 0
+        parts = micro_batches(active, vocab_size(self.model), logits_budget(device)) if active else []
         chunks = [collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0, skip=shared)
-                  for part in micro_batches(active, vocab_size(self.model), logits_budget(device))] if active else []
+                  for part in parts]
         n_tokens = sum(float(chunk.mask.sum()) for chunk in chunks)
         loss_tokens = n_tokens if self.config.loss_tokens == "with_signal" else float(sum(sum(s.mask()) for s in samples))
         widest = max((c.prompt_ids.shape[1] + c.completion_ids.shape[1] for c in chunks), default=0)
-        return _Prepared(chunks, len(active), n_tokens, loss_tokens, widest, active[0].prompt_ids[:shared] if shared else [])
+        return _Prepared(chunks, len(active), n_tokens, loss_tokens, widest, active[0].prompt_ids[:shared] if shared else [],
+                         parts)
 
-    def _update(self, prepared: _Prepared, *, take_old: bool) -> dict[str, float]:
+    def _update(self, prepared: _Prepared, *, first: bool) -> dict[str, float]:
         """One optimizer step over ``prepared``'s micro-batches (gradients accumulated);
-        ``take_old``: their old log-probs become this forward pass's (see :meth:`step`)."""
+        ``first``: the step's first, which measures the sampler (see :meth:`step`)."""
         if not prepared.chunks:
             nan = float("nan")
             return {"loss": nan, "kl": nan, "clip_ratio": nan, "entropy": nan, "grad_norm": nan,
@@ -194,7 +198,7 @@ class Trainer:
             start = SharedPrefix.run(self.model, prepared.shared_prefix, device, self.autocast) \
                 if prepared.shared_prefix else None
             for chunk in prepared.chunks:
-                sums = self._token_sums(chunk, take_old=take_old, start=start, mismatch=mismatch)
+                sums = self._token_sums(chunk, first=first, start=start, mismatch=mismatch)
                 (sums["loss"] / prepared.loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
                 for key in totals:
                     totals[key] += sums[key].item()
@@ -211,22 +215,22 @@ class Trainer:
         return {**metrics, "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
                 "trained_samples": prepared.samples, **mismatch.metrics()}
 
-    def _token_sums(self, batch: MicroBatch, *, take_old: bool = False,
+    def _token_sums(self, batch: MicroBatch, *, first: bool = False,
                     start: SharedPrefix | None = None, mismatch: Mismatch | None = None) -> dict[str, torch.Tensor]:
         """Sums over the trained tokens of one micro-batch: ``loss`` (with its
         graph: clipped surrogate, each token weighted by its importance weight,
         plus beta * k3), and, detached, ``kl``, ``clip_ratio`` (clipped tokens)
-        and ``entropy``. ``take_old``: this pass's log-probs become the batch's
-        old ones (the ratio is then 1) and give the importance weights against
-        the sampler's (``is_weights``, kept for the later updates; ``mismatch``
-        gathers their statistics). ``start``: the shared prefix the batch's
-        prompts were collated without."""
+        and ``entropy``. ``first``: this pass's log-probs are the batch's policy
+        log-probs, measured against the sampler's (``mismatch`` gathers the
+        statistics); with ``is_cap`` they become its old ones (the ratio is then
+        1) and give the importance weights (``is_weights``, kept for the later
+        updates). ``start``: the shared prefix the batch's prompts were collated
+        without."""
         logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True, start=start)
         mask = batch.mask
-        if take_old:
-            assert self.config.is_cap is not None
+        if first:
             diff = batch.take_policy_logprobs(logp, self.config.is_cap)
-            if mismatch is not None and batch.is_weights is not None:
+            if mismatch is not None:
                 mismatch.add(diff, batch.is_weights, mask)
         ratio = torch.exp(logp - batch.old_logprobs)
         adv = batch.advantages
@@ -273,7 +277,8 @@ class Trainer:
 
 @dataclass
 class _Prepared:
-    """A step's batch as its updates run it: the micro-batches (``engine.train.microbatch.collate``), how many
+    """A step's batch as its updates run it: the micro-batches (``engine.train.microbatch.collate``) and the
+    samples of each (``parts``), how many
     samples they hold, the trained tokens (``n_tokens``), the loss's denominator, the
     widest micro-batch's prompt and completion width in tokens (``widest_tokens``), and the
     prefix every prompt shares (:func:`~rlab.engine.policy.kv.shared_prefix_length`), which
@@ -285,6 +290,16 @@ class _Prepared:
     loss_tokens: float
     widest_tokens: int
     shared_prefix: list[int]
+    parts: list[list[TrainSample]]
+
+    def hand_back_policy_logprobs(self) -> None:
+        """Each forwarded sample's ``policy_logprobs``: its row of the policy log-probs the
+        first update measured (:meth:`MicroBatch.take_policy_logprobs`), as long as its completion."""
+        for chunk, part in zip(self.chunks, self.parts):
+            if chunk.policy_logprobs is None:  # not measured: update() without step()
+                continue
+            for row, sample in zip(chunk.policy_logprobs.tolist(), part):
+                sample.policy_logprobs = row[:len(sample.completion_ids)]
 
 
 class SharedPrefix:
@@ -333,32 +348,40 @@ class Mismatch:
 
     ``sampling/sampling_logp_difference/{mean,max}``: |log pi_old - log pi_sampler| (nats);
     ``sampling/importance_sampling_ratio/{min,mean,max}``: the truncated weights
-    min(pi_old / pi_sampler, C). TRL's names and definitions (its token_truncate mode).
+    min(pi_old / pi_sampler, C), when the correction applies them. TRL's names and
+    definitions (its token_truncate mode).
     """
 
     def __init__(self) -> None:
         self.tokens, self.diff_sum, self.diff_max = 0.0, 0.0, 0.0
         self.w_sum, self.w_min, self.w_max = 0.0, math.inf, -math.inf
 
-    def add(self, diff: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> None:
-        """One micro-batch: its (rows, tokens) log-prob differences, weights and 0/1 mask."""
+    def add(self, diff: torch.Tensor, weights: torch.Tensor | None, mask: torch.Tensor) -> None:
+        """One micro-batch: its (rows, tokens) log-prob differences, weights (None: the
+        correction is off) and 0/1 mask."""
         trained = mask > 0
         if not bool(trained.any()):
             return
-        d, w = diff[trained].abs().float(), weights[trained].float()
+        d = diff[trained].abs().float()
         self.tokens += float(trained.sum())
         self.diff_sum += float(d.sum())
         self.diff_max = max(self.diff_max, float(d.max()))
+        if weights is None:
+            return
+        w = weights[trained].float()
         self.w_sum += float(w.sum())
         self.w_min, self.w_max = min(self.w_min, float(w.min())), max(self.w_max, float(w.max()))
 
     def metrics(self) -> dict[str, float]:
-        """The five metrics (none before a token was added)."""
+        """The five metrics (none before a token was added; the two differences only
+        when no weights were)."""
         if not self.tokens:
             return {}
-        return {"sampling/sampling_logp_difference/mean": self.diff_sum / self.tokens,
-                "sampling/sampling_logp_difference/max": self.diff_max,
-                "sampling/importance_sampling_ratio/min": self.w_min,
+        differences = {"sampling/sampling_logp_difference/mean": self.diff_sum / self.tokens,
+                       "sampling/sampling_logp_difference/max": self.diff_max}
+        if self.w_min == math.inf:
+            return differences
+        return {**differences, "sampling/importance_sampling_ratio/min": self.w_min,
                 "sampling/importance_sampling_ratio/mean": self.w_sum / self.tokens,
                 "sampling/importance_sampling_ratio/max": self.w_max}
 
