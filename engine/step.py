@@ -219,6 +219,7 @@ def train_step(session: Session, step: int) -> StepRecord:
     batch = to_batch(rollouts, scored, advantages, session.recorder.version, per_turn=cfg.train_unit == "turn")
     t_update = clock(device)
     update = parts.trainer.step(batch.samples)
+    batch.keep_policy_logprobs()
     check_finite(parts.policy.model, step, f"--lr ({cfg.lr}), --beta ({cfg.beta}) or --lora-alpha ({cfg.lora_alpha})")
     t_sync = clock(device)
     if parts.vllm is not None:

@@ -16,7 +16,7 @@ from rlab.store.limits import TEXT_CHARS, cap_details, cap_text
 from rlab.store.records import GroupRecord, TrajectoryRecord
 from rlab.store.rows import dumps, insert_row
 from rlab.store.secrets import needs_scrub, scrub, scrub_text, secret_env_values
-from rlab.store.tokens import pack
+from rlab.store.tokens import pack, pack_logprobs
 
 _INSERT_GROUP = (
     'INSERT INTO "groups" (run_id, step, idx, example_id, prompt, initial_state_key, '
@@ -26,7 +26,8 @@ _INSERT_TRAJECTORY = (
     "INSERT INTO trajectories (group_id, run_id, step, idx, messages, completion, "
     "prompt_tokens, completion_tokens, reward, components, details, parse_status, advantage, "
     "reward_version, judge_score, judge_rank, judge_explanation, truncated, success, token_ends, "
-    "token_logprobs, tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "token_logprobs, token_policy_logprobs, tool_calls) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_TURN = (
     "INSERT INTO turns (trajectory_id, run_id, step, t, state_key, reward, ret, adv_episode, "
@@ -86,6 +87,7 @@ def _trajectory_row(run_id: int, step: int, group_id: int, t: TrajectoryRecord,
         t.judge_score, t.judge_rank, _text(t.judge_explanation, secrets), int(t.truncated),
         None if t.success is None else int(t.success),
         *(pack(t.token_ends, t.logprobs) if t.logprobs is not None else (None, None)),
+        None if t.policy_logprobs is None else pack_logprobs(t.policy_logprobs),
         None if t.tool_calls is None else len(t.tool_calls),
     )
 

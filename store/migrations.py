@@ -304,5 +304,11 @@ V12 = [
     "ALTER TABLE checkpoints ADD COLUMN reason TEXT",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12]
+V13 = [
+    # Per sampled token, its log-prob under the trained policy at the update (float16, as
+    # token_logprobs): the inspector shades each token by the sampler's mismatch (issue 48).
+    "ALTER TABLE trajectories ADD COLUMN token_policy_logprobs BLOB",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13]
 SCHEMA_VERSION = len(MIGRATIONS)

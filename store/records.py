@@ -142,6 +142,10 @@ class TrajectoryRecord:
             policy, or None (not stored); token_ends: per token, the
             character offset in ``completion`` where its text ends (same
             length). Stored as float16 / uint32 (store/tokens.py).
+        policy_logprobs: per sampled token, its logprob (nats) under the
+            trained policy at the update (the trainer's own forward pass:
+            the sampler's mismatch is ``policy_logprobs - logprobs``), or None
+            (not measured: no update signal, a multi-step episode, an import).
         tool_calls: a tool task's calls, every turn's in order (``[]``: it
             called none); None when no tools were offered.
     """
@@ -164,6 +168,7 @@ class TrajectoryRecord:
     turns: list[TurnRecord] = field(default_factory=list)
     logprobs: list[float] | None = None
     token_ends: list[int] = field(default_factory=list)
+    policy_logprobs: list[float] | None = None
     tool_calls: list[ToolCallRecord] | None = None
 
 

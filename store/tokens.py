@@ -5,7 +5,10 @@ little-endian float16 per sampled token (nats, under the sampling policy;
 float16 keeps about 3 significant digits, plenty for shading), and
 ``token_ends``, one little-endian uint32 per token: the character offset in
 ``completion`` where that token's text ends, so the inspector can cut the
-completion into tokens without the tokenizer. 6 bytes per token.
+completion into tokens without the tokenizer. 6 bytes per token. Since
+schema v13 a third, ``token_policy_logprobs``, holds the trained policy's
+log-probs of the same tokens at the update (float16 too): the sampler's
+mismatch, token by token.
 """
 
 from __future__ import annotations
@@ -21,7 +24,17 @@ def pack(ends: list[int], logprobs: list[float]) -> tuple[bytes, bytes]:
     """
     if len(ends) != len(logprobs):
         raise ValueError(f"one end offset per logprob: got {len(ends)} and {len(logprobs)}")
-    return np.asarray(ends, dtype="<u4").tobytes(), np.asarray(logprobs, dtype="<f2").tobytes()
+    return np.asarray(ends, dtype="<u4").tobytes(), pack_logprobs(logprobs)
+
+
+def pack_logprobs(logprobs: list[float]) -> bytes:
+    """One completion's log-probs (nats) as a blob: little-endian float16, one per token."""
+    return np.asarray(logprobs, dtype="<f2").tobytes()
+
+
+def unpack_logprobs(blob: bytes | None) -> list[float] | None:
+    """The log-probs (nats) of a :func:`pack_logprobs` blob, or None when none was stored."""
+    return np.frombuffer(blob, dtype="<f2").astype(float).tolist() if blob else None
 
 
 def unpack(completion: str, ends: bytes | None, logprobs: bytes | None) -> tuple[list[str], list[float]] | None:
@@ -29,6 +42,5 @@ def unpack(completion: str, ends: bytes | None, logprobs: bytes | None) -> tuple
     if not ends or not logprobs:
         return None
     offsets = np.frombuffer(ends, dtype="<u4").tolist()
-    values = np.frombuffer(logprobs, dtype="<f2").astype(float).tolist()
     starts = [0, *offsets[:-1]]
-    return [completion[a:b] for a, b in zip(starts, offsets)], values
+    return [completion[a:b] for a, b in zip(starts, offsets)], unpack_logprobs(logprobs) or []

@@ -165,8 +165,13 @@ async def test_t_opens_inspector_and_l_toggles_shading(db):
         await until(pilot, lambda: "parse_status" in str(screen.query_one("#details-text").render()))
         assert screen.query_one("#traj-tokens").border_title == "tokens by advantage sign"
         await pilot.press("l")
-        assert screen.by_logprob
+        assert screen.shading == "logprob"
         assert "no per-token logprobs" in str(screen.query_one("#tokens-text").render())
+        await pilot.press("l")
+        assert screen.query_one("#traj-tokens").border_title == "tokens by sampler mismatch"
+        assert "no trainer log-probs stored" in str(screen.query_one("#tokens-text").render())
+        await pilot.press("l")
+        assert screen.shading == "advantage"
         await pilot.press("down")  # the cursor keys work on the inspector too
         await until(pilot, lambda: screen._traj is not None and screen._traj["idx"] == 1)
 
@@ -493,21 +498,31 @@ async def test_v_ranks_a_group_under_two_reward_versions(db):
                         ("#2", "1.50", "1", "1.00", "1"), ("#3", "0.00", "4", "0.00", "3")]
 
 
-def test_token_shading_by_advantage_and_logprob():
+def test_token_shading_by_advantage_logprob_and_sampler_mismatch():
     from rlab.tui.inspector import shaded_tokens
 
     single = {"completion": "12 apples", "advantage": -0.5, "details": {}}
-    text = shaded_tokens(single, by_logprob=False)
+    text = shaded_tokens(single, "advantage")
     assert text.plain == "12 apples"
     assert {str(span.style) for span in text.spans} == {"on dark_red"}
     stored = {"completion": "12", "advantage": 0.5,
               "details": {"tokens": ["1", "2"], "logprobs": [0.0, -5.0]}}
-    styles = [str(span.style) for span in shaded_tokens(stored, by_logprob=True).spans]
+    styles = [str(span.style) for span in shaded_tokens(stored, "logprob").spans]
     assert styles == ["on rgb(0,120,40)", "on rgb(158,40,40)"]  # sure token green, unlikely red
+    from rlab.store.tokens import pack, pack_logprobs
+
+    ends, sampled = pack([1, 2, 3], [-0.5, -2.0, -1.0])
+    measured = {"completion": "123", "token_ends": ends, "token_logprobs": sampled,
+                "token_policy_logprobs": pack_logprobs([-0.5, -1.0, -3.0])}  # same, +1 nat, -2 nats
+    text = shaded_tokens(measured, "mismatch")
+    assert "mean |diff| 1.000 nats, max 2.000" in text.plain and text.plain.endswith("123")
+    shades = {text.plain[span.start:span.end]: str(span.style) for span in text.spans if "rgb" in str(span.style)}
+    assert shades == {"2": "on rgb(30,100,200)", "3": "on rgb(200,30,66)"}  # blue: policy likes it more; red: less
+    assert "no trainer log-probs stored" in shaded_tokens(stored, "mismatch").plain
     episode = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "left"},
                             {"role": "user", "content": "ok"}, {"role": "assistant", "content": "right"}],
                "turns": [{"t": 0, "advantage": -1.0}, {"t": 1, "advantage": 2.0}]}
-    text = shaded_tokens(episode, by_logprob=False)
+    text = shaded_tokens(episode, "advantage")
     assert text.plain == "t0: left\nt1: right\n"
     assert [str(s.style) for s in text.spans if "dark" in str(s.style)] == ["on dark_red",
                                                                            "on dark_green"]

@@ -25,7 +25,7 @@ HELP = """\
 | `b` `w` | jump to the best / worst-rewarded trajectory of the group |
 {views}| `s` | (group / advantages view) change the sort |
 | `v` | (group view, after a reward edit) the group's ranking under two reward versions |
-| `l` | (trajectory inspector) shade tokens by advantage or by logprob |
+| `l` | (trajectory inspector) shade tokens by advantage, logprob or sampler mismatch |
 | `/` | search trajectory text in this run |
 | `m` | (dashboard) every step metric, filtered by name, with a plot of the highlighted one |
 | `l` | (dashboard) the engine log's tail, followed live |

@@ -1,5 +1,6 @@
 """Trajectory inspector (``t``): conversation, per-turn returns and advantages,
-the scorer's details, and the completion's tokens shaded by advantage or logprob."""
+the scorer's details, and the completion's tokens shaded by advantage, logprob or
+the sampler's mismatch with the trained policy."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
-from rlab.store.tokens import unpack
+from rlab.store.tokens import unpack, unpack_logprobs
 from rlab.engine.cli.formatting import call_line, fmt
 from rlab.tui.view import NavScreen, View
 
@@ -52,10 +53,55 @@ def logprob_style(logprob: float) -> str:
     return f"on rgb({int(160 * (1 - p))},{int(40 + 80 * p)},40)"
 
 
-def shaded_tokens(traj: dict, by_logprob: bool) -> Text:
-    """The completion's tokens shaded by advantage sign, or by logprob when
-    ``by_logprob`` (with a note when no logprobs were stored). In a
-    multi-step episode each assistant turn is shaded by its own advantage A."""
+#: What ``l`` shades the tokens by, in the order it cycles, with the tokens panel's title.
+SHADINGS = {"advantage": "tokens by advantage sign", "logprob": "tokens by logprob",
+            "mismatch": "tokens by sampler mismatch"}
+
+#: Below this many nats between the trained policy's log-prob and the sampler's a token is not shaded.
+MISMATCH_FLOOR = 0.01
+
+
+def mismatch_style(diff: float) -> str:
+    """Background by ``diff`` = the trained policy's log-prob of a token minus the
+    sampler's (nats; the token's importance weight is exp(diff)): blue where the policy
+    gives the token more than the sampler did, red where less, full at 1 nat, none
+    below :data:`MISMATCH_FLOOR`."""
+    if abs(diff) < MISMATCH_FLOOR:
+        return ""
+    level = int(60 + 140 * min(abs(diff), 1.0))
+    return f"on rgb(30,{level // 2},{level})" if diff > 0 else f"on rgb({level},30,{level // 3})"
+
+
+def _mismatch_tokens(traj: dict) -> Text:
+    """The completion's tokens shaded by :func:`mismatch_style`, under a legend, or a note
+    saying why this trajectory has no trainer log-probs."""
+    pieces = token_pieces(traj)
+    policy = unpack_logprobs(traj.get("token_policy_logprobs"))
+    text = Text()
+    if pieces[1] is None or policy is None or len(policy) != len(pieces[0]):
+        text.append("no trainer log-probs stored for this trajectory: the trainer measures them at the update, "
+                    "for single-turn trajectories of a group with reward spread; press l for advantage shading\n\n",
+                    style="italic yellow")
+        text.append("".join(pieces[0]))
+        return text
+    tokens, sampled = pieces[0], pieces[1]
+    diffs = [p - q for p, q in zip(policy, sampled)]
+    text.append(f"trainer - sampler log-prob: mean |diff| {sum(map(abs, diffs)) / max(len(diffs), 1):.3f} nats, "
+                f"max {max(map(abs, diffs), default=0.0):.3f}; blue: the policy gives the token more, red: less "
+                f"(importance weight exp(diff); full colour at 1 nat)\n\n", style="dim")
+    for tok, diff in zip(tokens, diffs):
+        text.append(tok, style=mismatch_style(diff))
+    return text
+
+
+def shaded_tokens(traj: dict, shading: str) -> Text:
+    """The completion's tokens shaded by ``shading``, a key of :data:`SHADINGS`: advantage
+    sign, logprob (with a note when no logprobs were stored), or the sampler's mismatch
+    (:func:`mismatch_style`). In a multi-step episode each assistant turn is shaded by
+    its own advantage A."""
+    if shading == "mismatch":
+        return _mismatch_tokens(traj)
+    by_logprob = shading == "logprob"
     turns = traj.get("turns") or []
     if turns and not by_logprob:
         said = [m for m in traj.get("messages") or [] if m.get("role") == "assistant"]
@@ -146,8 +192,8 @@ def summary_text(traj: dict) -> Text:
 
 
 class TrajectoryScreen(NavScreen):
-    """The cursor's trajectory in full (issue 6, part 4). ``l`` toggles token
-    shading between advantage sign and logprob."""
+    """The cursor's trajectory in full (issue 6, part 4). ``l`` cycles the token
+    shading through :data:`SHADINGS`: advantage sign, logprob, sampler mismatch."""
 
     VIEW_NAME = "trajectory"
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
@@ -155,7 +201,7 @@ class TrajectoryScreen(NavScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.by_logprob = False
+        self.shading = "advantage"
         self._traj: dict | None = None
 
     def compose(self) -> ComposeResult:
@@ -176,15 +222,15 @@ class TrajectoryScreen(NavScreen):
         self._set_tokens_title()
 
     def _set_tokens_title(self) -> None:
-        self.query_one("#traj-tokens").border_title = (
-            "tokens by logprob" if self.by_logprob else "tokens by advantage sign")
+        self.query_one("#traj-tokens").border_title = SHADINGS[self.shading]
 
     def action_toggle_shading(self) -> None:
-        """``l``: shade tokens by logprob instead of advantage sign, or back."""
-        self.by_logprob = not self.by_logprob
+        """``l``: the next shading of :data:`SHADINGS` (after the last, the first)."""
+        names = list(SHADINGS)
+        self.shading = names[(names.index(self.shading) + 1) % len(names)]
         self._set_tokens_title()
         if self._traj is not None:
-            self.query_one("#tokens-text", Static).update(shaded_tokens(self._traj, self.by_logprob))
+            self.query_one("#tokens-text", Static).update(shaded_tokens(self._traj, self.shading))
 
     def show_view(self, view: View) -> None:
         traj = view.trajectory
@@ -195,4 +241,4 @@ class TrajectoryScreen(NavScreen):
         self.title = f"trajectory #{traj['id']} · step {traj['step']}"
         self.query_one("#conversation-text", Static).update(conversation(traj))
         self.query_one("#details-text", Static).update(summary_text(traj))
-        self.query_one("#tokens-text", Static).update(shaded_tokens(traj, self.by_logprob))
+        self.query_one("#tokens-text", Static).update(shaded_tokens(traj, self.shading))

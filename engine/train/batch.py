@@ -39,6 +39,19 @@ class StepBatch:
     samples: list[TrainSample]
     metrics: dict[str, float] = field(default_factory=dict)
 
+    def keep_policy_logprobs(self) -> None:
+        """After the update: each single-turn trajectory's record gets the trained policy's
+        log-probs of its tokens (``TrainSample.policy_logprobs``), beside the sampler's, so
+        the inspector can shade the mismatch token by token. A single-turn step has one
+        sample per trajectory, in order; a multi-step episode keeps no token columns."""
+        records = [t for g in self.groups for t in g.trajectories]
+        if len(records) != len(self.samples):
+            return
+        for record, sample in zip(records, self.samples):
+            measured = sample.policy_logprobs
+            if record.logprobs is not None and measured is not None and len(measured) == len(record.logprobs):
+                record.policy_logprobs = measured
+
 
 def to_batch(rollouts: Rollouts, scored: Scored, advantages: RolloutAdvantages, version: int, *,
              per_turn: bool = False) -> StepBatch:
