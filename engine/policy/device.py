@@ -41,11 +41,20 @@ NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 def bf16_supported(device: str | torch.device) -> bool:
     """True when ``device`` computes in bf16 natively: a CUDA GPU with bf16, or a CPU
-    with :data:`NATIVE_BF16_CPU_FLAGS` (elsewhere bf16 is emulated, slower than float32)."""
+    with :data:`NATIVE_BF16_CPU_FLAGS` whose oneDNN is not capped below them
+    (:data:`ONEDNN_ISAS_WITHOUT_BF16`); elsewhere bf16 is emulated, slower than float32."""
     kind = torch.device(device).type
     if kind == "cuda":
         return torch.cuda.is_bf16_supported()
-    return kind == "cpu" and bool(set(NATIVE_BF16_CPU_FLAGS) & _cpu_flags())
+    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ONEDNN_ISAS_WITHOUT_BF16
+    return kind == "cpu" and not capped and bool(set(NATIVE_BF16_CPU_FLAGS) & _cpu_flags())
+
+
+#: oneDNN's instruction-set caps (``ONEDNN_MAX_CPU_ISA``) below AVX512_CORE_BF16: under one,
+#: oneDNN's bf16 matmuls are emulated whatever the CPU has, as on a laptop with AVX2 only (the
+#: benches set it, with ATEN_CPU_CAPABILITY=avx2, to stand in for one).
+ONEDNN_ISAS_WITHOUT_BF16 = frozenset({"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+                                      "AVX512_CORE_VNNI"})
 
 
 def _cpu_flags() -> set[str]:
@@ -190,13 +199,15 @@ def clock(device: str | torch.device) -> float:
 def describe_machine() -> dict[str, object]:
     """What a speed figure was taken on, for benchmarks' JSON: the CPU's model and the
     flags that decide its matmul speed, its cores, torch's threads, whether it
-    computes bf16 natively, the load average (1, 5, 15 min) and a GPU's name. Two
+    computes bf16 natively, the instruction set torch's kernels use (and oneDNN's cap:
+    a stand-in for an AVX2-only CPU sets both), the load average (1, 5, 15 min) and a GPU's name. Two
     figures are comparable only on the same line of this."""
     flags = _cpu_flags()
     model = next((line.split(":", 1)[1].strip() for line in _cpuinfo_lines() if line.startswith("model name")),
                  platform.processor())
     return {"cpu": model, "cpu_flags": [f for f in ("avx2", "avx512f", *NATIVE_BF16_CPU_FLAGS) if f in flags],
             "cores": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
-            "bf16_native_cpu": bool(set(NATIVE_BF16_CPU_FLAGS) & flags),
+            "bf16_native_cpu": bf16_supported("cpu"), "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
