@@ -188,6 +188,11 @@ class RunConfig(BaseModel):
     bf16: bool | None = Field(None, description=(
         "bf16: autocast in the update and a bf16 copy of the weights to sample with; None = on a GPU with bf16, "
         "and on a CPU with native bf16 (AVX-512 BF16, AMX) for a model of 50 M parameters or more"))
+    sampler_int8: bool = Field(False, description=(
+        "sample with an int8 copy of the linear layers (torch's dynamic quantization; CPU, float32 runs): "
+        "1.5x the tokens/s of float32 on SmolLM2-135M, but log-probs about 1 nat a token off, which the "
+        "importance-sampling correction weighs: it learned less in 300 s than float32 (docs/tasks.md, "
+        "'An int8 sampler on a CPU without native bf16')"))
 
     @field_validator("name")
     @classmethod

@@ -191,7 +191,7 @@ def build_parts(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts
     """Policy (with LoRA if asked), trainer, sampler (hf or vLLM), rollout and judge.
 
     Raises:
-        ValueError: --backend vllm without LoRA.
+        ValueError: --backend vllm without LoRA; --sampler-int8 on a bf16, GPU or vLLM run.
         rlab.engine.policy.vllm.VLLMError: the vLLM server cannot be reached.
     """
     set_cpu_threads(config.threads, tiny_policy=config.model is None)
@@ -206,6 +206,10 @@ def build_parts(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts
     autocast = training_options(policy.model, policy.device,
                                 gradient_checkpointing=config.gradient_checkpointing, bf16=bf16)
     policy.sample_dtype = torch.bfloat16 if bf16 else None
+    if config.sampler_int8 and (bf16 or torch.device(policy.device).type != "cpu" or config.backend != "hf"):
+        raise ValueError("--sampler-int8 quantizes the sampling copy of a float32 run on the CPU with the hf "
+                         "backend: add --no-bf16 (and --device cpu), or leave --sampler-int8 out")
+    policy.sample_int8 = config.sampler_int8
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig.from_run(config), autocast=autocast)
     vllm, server = None, None
     if config.backend == "vllm":

@@ -238,8 +238,11 @@ def train_step(session: Session, step: int) -> StepRecord:
 def evaluate(session: Session) -> HeldOut:
     """Held-out greedy evaluation: pass@1 by the run's success rule (nan when a
     score errored: pass@1 is never computed from errored scores), the mean
-    reward and each reward function's mean."""
-    return session.parts.rollout.evaluate(session.eval_examples, session.rewards.rubric, session.recorder.success)
+    reward and each reward function's mean; of the trained weights, not an int8
+    sampling copy (``Policy.exact_sampling``)."""
+    with session.parts.policy.exact_sampling():
+        return session.parts.rollout.evaluate(session.eval_examples, session.rewards.rubric,
+                                              session.recorder.success)
 
 
 def _value(pass_at_1: float) -> float | None:

@@ -7,7 +7,9 @@ template, so scenarios written as messages work unchanged for both.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any, cast
 from pathlib import Path
 
@@ -51,6 +53,8 @@ class Policy:
         sample_dtype: None samples with the model's own weights (a LoRA
             adapter merged in: ``engine.policy.sampling_weights``);
             ``torch.bfloat16`` with a bf16 copy of them.
+        sample_int8: sample with an int8 copy of the linear layers
+            (``engine.policy.sampling_weights``, ``--sampler-int8``).
     """
 
     def __init__(self, model, tokenizer: PreTrainedTokenizerBase, device: str):
@@ -59,7 +63,8 @@ class Policy:
         self.device = device
         self.generation = "loop"
         self.sample_dtype: torch.dtype | None = None
-        self._sampling: SamplingWeights | None = None
+        self.sample_int8 = False
+        self._sampling: dict[tuple[torch.dtype | None, bool], SamplingWeights] = {}
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.pad_id = int(tokenizer.pad_token_id)
@@ -142,11 +147,25 @@ class Policy:
 
     def sampling_model(self):
         """The model sampling runs: :attr:`model` itself, or its merged (and
-        :attr:`sample_dtype`) copy, current with the trained weights."""
-        if self._sampling is None or self._sampling.trained is not self.model \
-                or self._sampling.dtype != self.sample_dtype:
-            self._sampling = SamplingWeights(self.model, self.sample_dtype)
-        return self._sampling.model()
+        :attr:`sample_dtype` or int8) copy, current with the trained weights.
+        Each kind of copy is kept (:meth:`exact_sampling` switches between two)."""
+        key = (self.sample_dtype, self.sample_int8)
+        weights = self._sampling.get(key)
+        if weights is None or weights.trained is not self.model:
+            weights = self._sampling[key] = SamplingWeights(self.model, *key)
+        return weights.model()
+
+    @contextlib.contextmanager
+    def exact_sampling(self) -> Iterator[None]:
+        """Within the block, an int8 sampler (:attr:`sample_int8`) samples with the trained
+        weights instead (a LoRA adapter merged): a held-out eval measures the policy the run
+        trains, not its int8 copy (on SmolLM2-135M greedy pass@1 0.17 against 0.67,
+        docs/tasks.md). A bf16 copy stays: its log-probs are within 0.05 nats."""
+        int8, self.sample_int8 = self.sample_int8, False
+        try:
+            yield
+        finally:
+            self.sample_int8 = int8
 
     def _to_sample(self, tokens: list[int], logprobs: list[float]) -> Sample:
         if self.eos_id in tokens:
