@@ -54,11 +54,21 @@ import torch
 TASK = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "reasoning_gym_arithmetic"
 
 
+def isa_caps() -> dict:
+    """The environment variables that cap the instruction sets torch's kernels use (set to
+    stand in for a CPU without AVX-512: ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2,
+    FBGEMM_ENABLE_INSTRUCTIONS=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2); empty when none is set."""
+    import os
+
+    names = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS")
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def measure_speed(model_dir: Path, bf16: bool) -> dict:
+def measure_speed(model_dir: Path, bf16: bool, int8: bool = False) -> dict:
     from rlab.engine.config import RunConfig
     from rlab.engine.policy.device import training_options
     from rlab.engine.policy.lora import LoraSettings, apply_lora
@@ -76,6 +86,7 @@ def measure_speed(model_dir: Path, bf16: bool) -> dict:
     policy = Policy.load(model_dir, "cpu")
     policy.model = apply_lora(policy.model, LoraSettings(rank=16))
     policy.sample_dtype = torch.bfloat16 if bf16 else None  # as a run sets it (engine.session.build_parts)
+    policy.sample_int8 = int8
     examples = task.train_examples(0)
     prompts = [policy.render([{"role": "system", "content": task.system_prompt},
                               {"role": "user", "content": ex["prompt"]}]) for ex in examples[:32]]
@@ -114,16 +125,16 @@ def measure_speed(model_dir: Path, bf16: bool) -> dict:
             "grpo_step_shape": "8 prompts x 8 rollouts x 64 new tokens, LoRA rank 16"}
 
 
-def run_shipped(db: Path, **budget: float) -> tuple[dict, list[dict]]:
-    """Run the example's run.toml exactly as shipped (only the run file and the
-    budget, ``max_seconds`` or ``max_steps``, are the bench's); its summary and
-    the metrics of its training steps."""
+def run_shipped(db: Path, *, overrides: dict, **budget: float) -> tuple[dict, list[dict]]:
+    """Run the example's run.toml exactly as shipped (only the run file, the
+    budget, ``max_seconds`` or ``max_steps``, and the ``overrides`` of the bench's
+    flags are the bench's); its summary and the metrics of its training steps."""
     from rlab.engine.config import RunConfig
     from rlab.engine.run_config import read_run_config
     from rlab.engine.step import run
     from rlab.store.reader import StoreReader
 
-    config = RunConfig.model_validate({**read_run_config(TASK / "run.toml"), "db": db, **budget})
+    config = RunConfig.model_validate({**read_run_config(TASK / "run.toml"), "db": db, **overrides, **budget})
     summary = run(config)
     with StoreReader(db) as reader:
         steps = [m for m in reader.step_metrics(summary["run_id"]) if "step_seconds" in m]
@@ -144,8 +155,8 @@ def step_figures(steps: list[dict], rollouts_per_step: int) -> dict:
             "run_toml_completion_tokens_mean": round(sampled / len(steps) / rollouts_per_step, 1)}
 
 
-def measure_learning(seconds: float, db: Path) -> dict:
-    summary, steps = run_shipped(db, max_seconds=seconds)
+def measure_learning(seconds: float, db: Path, overrides: dict) -> dict:
+    summary, steps = run_shipped(db, overrides=overrides, max_seconds=seconds)
     rewards = [m["reward"] for m in steps if m.get("reward") is not None]
     k = max(1, len(rewards) // 5)
     return {**step_figures(steps, summary["rollouts_per_step"]), "steps": summary["steps"],
@@ -166,7 +177,17 @@ def main() -> None:
                         help="without --train-seconds: time this many steps of run.toml as shipped")
     parser.add_argument("--both-precisions", action="store_true",
                         help="on a CPU with native bf16, also time the other precision than a run's default")
+    parser.add_argument("--sampler-int8", action="store_true",
+                        help="sample with the int8 copy (--sampler-int8 of a run; float32 runs only)")
+    parser.add_argument("--no-importance-sampling-correction", action="store_true",
+                        help="the run without the truncated importance weights (the A/B of the correction)")
+    parser.add_argument("--seed", type=int, default=None, help="the run's seed (default: run.toml's, else 0)")
     args = parser.parse_args()
+    overrides: dict = {"sampler_int8": True, "bf16": False} if args.sampler_int8 else {}
+    if args.no_importance_sampling_correction:
+        overrides["importance_sampling_correction"] = False
+    if args.seed is not None:
+        overrides["seed"] = args.seed
     from rlab.engine.policy.device import describe_machine, uses_bf16
     from rlab.engine.policy.smollm2 import ensure_smollm2
 
@@ -174,18 +195,19 @@ def main() -> None:
     machine = describe_machine()
     from rlab.engine.policy.model import Policy
 
-    default_bf16 = uses_bf16(Policy.load(model_dir, "cpu").model, "cpu", None)
-    precisions = {"bf16" if default_bf16 else "float32": measure_speed(model_dir, default_bf16)}
+    default_bf16 = uses_bf16(Policy.load(model_dir, "cpu").model, "cpu", None) and not args.sampler_int8
+    precisions = {"bf16" if default_bf16 else "float32": measure_speed(model_dir, default_bf16, args.sampler_int8)}
     if args.both_precisions and machine["bf16_native_cpu"]:  # the other one, side by side
         precisions["float32" if default_bf16 else "bf16"] = measure_speed(model_dir, not default_bf16)
     out = {"model": "smollm2-135m", "device": "cpu", "machine_at_start": machine,
-           "run_precision": "bf16" if default_bf16 else "float32",
+           "run_precision": "bf16" if default_bf16 else "float32", "sampler_int8": args.sampler_int8,
+           "run_overrides": overrides, "cpu_isa_caps": isa_caps(),
            **precisions["bf16" if default_bf16 else "float32"],
            "by_precision": precisions}
     if args.train_seconds:
-        out.update(measure_learning(args.train_seconds, args.db))
+        out.update(measure_learning(args.train_seconds, args.db, overrides))
     else:
-        summary, steps = run_shipped(args.db, max_steps=args.run_steps)
+        summary, steps = run_shipped(args.db, overrides=overrides, max_steps=args.run_steps)
         out.update(step_figures(steps, summary["rollouts_per_step"]))
     out["peak_rss_mb"] = round(_peak_rss_mb(), 1)
     out["load_average_at_end"] = describe_machine()["load_average"]
