@@ -31,3 +31,18 @@ def test_rlab_set_names_a_value_the_run_has_already(tmp_path, capsys):
     with StoreReader(db) as reader:
         [command] = reader.commands(ids["demo"])
     assert command["kind"] == "set_settings" and command["payload"] == {"changes": {"temperature": 0.5}}
+
+
+def test_rlab_pause_of_a_paused_run_says_so_and_sends_nothing(tmp_path, capsys):
+    import sqlite3
+
+    db = tmp_path / "run.db"
+    ids = build_small_db(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET status = 'paused' WHERE id = ?", [ids["demo"]])
+    assert main(["pause", "demo", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.startswith("run demo is already paused; nothing sent (rlab resume demo")
+    with StoreReader(db) as reader:
+        assert reader.commands(ids["demo"]) == []
+    assert main(["resume", "demo", "--db", str(db)]) == 0  # what it says to do is sent
+    assert capsys.readouterr().out.startswith("sent resume to run demo")

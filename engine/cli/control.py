@@ -23,7 +23,8 @@ CONTROL_COMMANDS = {"pause": "pause a running run at its next step boundary",
 
 def cmd_control(args: argparse.Namespace) -> int:
     """``rlab pause|resume|step|stop RUN``: queue the command for the run's engine (any process, any host
-    that shares the file); the engine applies it at its next safe point."""
+    that shares the file); the engine applies it at its next safe point. A pause of a paused run
+    sends nothing and says so."""
     from rlab.store.control import send_command
     from rlab.store.reader import StoreReader, resolve_run
 
@@ -32,6 +33,10 @@ def cmd_control(args: argparse.Namespace) -> int:
     if run["status"] not in ("running", "paused"):
         raise CliError(f"run {run['name']} is {run['status']}; {args.command} steers a running or paused run "
                        f"(start it again with rlab run --headless --resume {run['name']})")
+    if args.command == "pause" and run["status"] == "paused":
+        print(f"run {run['name']} is already paused; nothing sent (rlab resume {run['name']} continues it, "
+              f"rlab step {run['name']} takes one step)")
+        return 0
     command_id = send_command(args.db, run["id"], args.command)
     print(f"sent {args.command} to run {run['name']} (command {command_id}, run {run['status']})")
     return 0
