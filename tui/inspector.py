@@ -75,16 +75,15 @@ def mismatch_style(diff: float) -> str:
 def _mismatch_tokens(traj: dict) -> Text:
     """The completion's tokens shaded by :func:`mismatch_style`, under a legend, or a note
     saying why this trajectory has no trainer log-probs."""
-    pieces = token_pieces(traj)
+    tokens, sampled = token_pieces(traj)
     policy = unpack_logprobs(traj.get("token_policy_logprobs"))
     text = Text()
-    if pieces[1] is None or policy is None or len(policy) != len(pieces[0]):
+    if sampled is None or policy is None or len(policy) != len(tokens):
         text.append("no trainer log-probs stored for this trajectory: the trainer measures them at the update, "
                     "for single-turn trajectories of a group with reward spread; press l for advantage shading\n\n",
                     style="italic yellow")
-        text.append("".join(pieces[0]))
+        text.append("".join(tokens))
         return text
-    tokens, sampled = pieces[0], pieces[1]
     diffs = [p - q for p, q in zip(policy, sampled)]
     text.append(f"trainer - sampler log-prob: mean |diff| {sum(map(abs, diffs)) / max(len(diffs), 1):.3f} nats, "
                 f"max {max(map(abs, diffs), default=0.0):.3f}; blue: the policy gives the token more, red: less "

@@ -296,8 +296,7 @@ class _Prepared:
         """Each forwarded sample's ``policy_logprobs``: its row of the policy log-probs the
         first update measured (:meth:`MicroBatch.take_policy_logprobs`), as long as its completion."""
         for chunk, part in zip(self.chunks, self.parts):
-            if chunk.policy_logprobs is None:  # not measured: update() without step()
-                continue
+            assert chunk.policy_logprobs is not None  # Trainer.step's first update measured every chunk
             for row, sample in zip(chunk.policy_logprobs.tolist(), part):
                 sample.policy_logprobs = row[:len(sample.completion_ids)]
 
