@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: Every alert kind, in the order the watch checks them.
 ALERT_KINDS = ("reward_jump", "perfect_share", "length_drift", "diversity_drop", "judge_disagreement",
-               "collapse", "no_signal", "hack", "tool_loop", "tool_errors", "tool_abandon", "sampler_mismatch")
+               "collapse", "no_signal", "hack", "tool_loop", "tool_errors", "tool_abandon", "tool_paid",
+               "sampler_mismatch")
 
 
 class AlertThresholds(BaseModel):
@@ -58,6 +59,12 @@ class AlertThresholds(BaseModel):
         "Over the window, the fall of tools/use_rate at which tool_abandon fires, when success falls too."))
     tool_success_drop: float = Field(0.1, ge=0, le=1, description=(
         "Over the window, the fall of the success rate that makes a fall in tool use a tool_abandon."))
+    tool_paid: float = Field(0.1, gt=0, description=(
+        "Reward per extra tool call at the same success verdict, as a share of the rubric's total weight, "
+        "at which tool_paid fires (when also more than twice its standard error)."))
+    tool_paid_spread: float = Field(4.0, gt=0, description=(
+        "How much the calls must vary within a verdict before tool_paid judges: the sum of squared "
+        "deviations from each verdict's mean count (16 trajectories, half one call above the rest: 4)."))
     sampler_mismatch: float = Field(0.15, gt=0, description=(
         "Mean |log pi_old - log pi_sampler| (nats) of a step's trained tokens at which sampler_mismatch fires."))
     pause_on: list[str] = Field(["collapse"], description="Alert kinds that pause the run (the others only warn).")

@@ -34,7 +34,10 @@ And for agents (a tool task's steps, ``store.stepstats.tool_stats``):
 - ``tool_loop``: many episodes call tools until the turn limit and never answer;
 - ``tool_errors``: the share of failed tool calls rises above its early level;
 - ``tool_abandon``: the policy stops calling its tools while the success rate
-  falls (it unlearned the tool, or found an answer the reward takes without it).
+  falls (it unlearned the tool, or found an answer the reward takes without it);
+- ``tool_paid``: at the same success verdict, the reward rises with the number
+  of calls: the rubric pays for calling, not for what the call achieved (a
+  reward per call), whether or not the policy has found the loop yet.
 
 And for a sampler that is not the trained weights (a bf16 or merged copy, vLLM):
 
@@ -140,6 +143,7 @@ class AlertWatch:
         self._no_signal = 0
         self._early_tool_errors: list[float] = []
         self._tool_trend: deque[tuple[float, float]] = deque(maxlen=self.thresholds.window)
+        self._paid: deque[list[_Paid]] = deque(maxlen=self.thresholds.window)
         self._active: set[str] = set()
         self._quiet: dict[str, int] = {}
         self.last_step: int | None = None
@@ -154,6 +158,7 @@ class AlertWatch:
         self._rewards = deque(self._rewards, maxlen=thresholds.window)
         self._trend = deque(self._trend, maxlen=thresholds.window)
         self._tool_trend = deque(self._tool_trend, maxlen=thresholds.window)
+        self._paid = deque(self._paid, maxlen=thresholds.window)
         self._success = deque(self._success, maxlen=thresholds.window)
 
     def observe(self, step: int, metrics: dict, groups: list[GroupStats]) -> list[Alert]:
@@ -177,6 +182,7 @@ class AlertWatch:
             self._tool_loop(step, metrics.get("tools/loop_share"), groups),
             self._tool_errors(step, metrics.get("tools/error_share"), groups),
             self._tool_abandon(step, metrics.get("tools/use_rate"), metrics.get("success_rate")),
+            self._tool_paid(step, groups),
             self._sampler_mismatch(step, metrics.get("sampling/sampling_logp_difference/mean"),
                                    metrics.get("sampling/importance_sampling_ratio/min")),
         ]
@@ -396,6 +402,33 @@ class AlertWatch:
                            f"(its use rate fell {use_fall:.2f}) while the success rate fell {success_fall:.2f}: it is "
                            "answering without them", value=use_fall)
 
+    def _tool_paid(self, step: int, groups: list[GroupStats]) -> tuple[str, Alert | None]:
+        """Over the window, the reward per extra call at the same success verdict (a pooled
+        within-verdict least-squares slope) is a share of the rubric's scale, and more than
+        twice its standard error."""
+        kind, th = "tool_paid", self.thresholds
+        self._paid.append([_Paid(g.group_id, c, r, ok) for g in groups if len(g.tool_calls) == len(g.rewards)
+                           == len(g.successes) for c, r, ok in zip(g.tool_calls, g.rewards, g.successes)
+                           if ok is not None])
+        fit = _per_call([p for seen in self._paid for p in seen])
+        if fit is None or fit.spread < th.tool_paid_spread:
+            return kind, None
+        slope, error = fit.slope, fit.error
+        if slope / self.reward_scale < th.tool_paid or slope <= 2 * error:
+            return kind, None
+        # Open the groups where a failing trajectory earned most: the hole, paid.
+        failed: dict[int, float] = {}
+        for p in self._paid[-1]:
+            if not p.success:
+                failed[p.group_id] = max(failed.get(p.group_id, p.reward), p.reward)
+        ids = tuple(sorted(failed, key=failed.__getitem__, reverse=True)[:5])
+        return kind, Alert(kind, step, f"at the same success verdict each tool call adds {slope:+.2f} reward "
+                           f"({slope / self.reward_scale:.0%} of the rubric's total, +/- {error:.2f}) over "
+                           f"{fit.count} trajectories of the last {len(self._paid)} steps: the rubric pays for "
+                           "calling, not for what the call achieved, so a policy that finds it will call until "
+                           "the turn limit (fix the rubric and fork; a rubric meant to pay for lookups: raise "
+                           "alert.tool_paid)", ids, slope / self.reward_scale)
+
 
     def _sampler_mismatch(self, step: int, mean: float | None, w_min: float | None) -> tuple[str, Alert | None]:
         """The sampler's log-probs drifted from the trained policy's past the threshold."""
@@ -409,6 +442,50 @@ class AlertWatch:
                            "another distribution than the one trained (a stale adapter on the server, or a precision "
                            "the model does not survive); the update's truncated importance weights correct for part "
                            "of it", value=mean)
+
+
+@dataclass(frozen=True)
+class _Paid:
+    """One tool trajectory as ``tool_paid`` pools it: its group, calls, reward and success verdict."""
+
+    group_id: int
+    calls: int
+    reward: float
+    success: bool
+
+
+@dataclass(frozen=True)
+class _Slope:
+    """A least-squares slope of reward on calls, its standard error, the sum of squared
+    deviations of the calls (``spread``) and the number of points."""
+
+    slope: float
+    error: float
+    spread: float
+    count: int
+
+
+def _per_call(points: list[_Paid]) -> _Slope | None:
+    """Reward on calls, fitted with one intercept per success verdict (a pooled within-group
+    regression, the fixed-effects estimator: Wooldridge, "Introductory Econometrics", 14.1), so a
+    call that leads to success is not counted as paid. Its standard error is
+    sqrt(s^2 / spread), s^2 the residual variance on n - 1 - (verdicts) degrees of freedom.
+    None when fewer than 4 points or the calls do not vary within a verdict."""
+    centred: list[tuple[float, float]] = []
+    verdicts = 0
+    for verdict in (True, False):
+        same = [p for p in points if p.success is verdict]
+        if len(same) < 2:
+            continue
+        verdicts += 1
+        calls, reward = fmean(p.calls for p in same), fmean(p.reward for p in same)
+        centred += [(p.calls - calls, p.reward - reward) for p in same]
+    spread = sum(c * c for c, _ in centred)
+    if len(centred) < 4 or spread == 0:
+        return None
+    slope = sum(c * r for c, r in centred) / spread
+    residual = sum((r - slope * c) ** 2 for c, r in centred) / (len(centred) - 1 - verdicts)
+    return _Slope(slope, math.sqrt(residual / spread), spread, len(centred))
 
 
 def _finite(value: Any) -> float | None:

@@ -77,6 +77,50 @@ def test_the_alerts_name_a_loop_a_rise_of_errors_and_tools_abandoned():
     assert ("tool_abandon", 5, ()) in fired  # the window's late half (steps 4, 5) fell 0.3 in use, 0.15 in success
 
 
+def _paid_steps(reward_of, steps=3, seed=0):
+    """Steps of 4 groups x 8 tool trajectories: calls 0-3, success drawn, reward ``reward_of(calls, ok, rng)``."""
+    import random
+
+    rng = random.Random(seed)
+    for step in range(1, steps + 1):
+        groups = []
+        for gid in range(4):
+            calls = [rng.randint(0, 3) for _ in range(8)]
+            ok = [c > 0 and rng.random() < 0.6 for c in calls]  # a call is what solves it, as in the calculator
+            groups.append(GroupStats(step, 10 * step + gid, [reward_of(c, s, rng) for c, s in zip(calls, ok)],
+                                     [f"t{c}" for c in calls], successes=ok, tool_calls=calls,
+                                     tool_errors=[0] * 8, looped=[False] * 8))
+        yield step, groups
+
+
+def _fired(reward_of, scale=1.0, **thresholds):
+    watch = AlertWatch(AlertThresholds(**thresholds), reward_scale=scale)
+    return [a for step, groups in _paid_steps(reward_of) for a in watch.observe(step, {}, groups)
+            if a.kind == "tool_paid"]
+
+
+def test_tool_paid_names_a_rubric_that_pays_for_every_call():
+    fired = _fired(lambda calls, ok, rng: float(ok) + 1.0 * calls, scale=2.0)
+    assert [a.step for a in fired] == [1]  # once, at the first step: the hole shows before any loop
+    assert fired[0].value == pytest.approx(0.5)  # one call: half the rubric's total of 2
+    assert "each tool call adds +1.00 reward" in fired[0].message
+    assert fired[0].group_ids and all(10 <= g < 14 for g in fired[0].group_ids)
+
+
+def test_tool_paid_stays_quiet_on_an_honest_rubric_where_calls_only_help():
+    # The calculator's rewards.py: the exact answer, minus 0.1 a failed call. Calls correlate with
+    # reward here (they are how it is solved), but not at the same success verdict.
+    assert _fired(lambda calls, ok, rng: float(ok) - 0.1 * (calls > 2)) == []
+    assert _fired(lambda calls, ok, rng: float(ok) + rng.gauss(0, 0.3)) == []  # noise is no slope
+
+
+def test_tool_paid_waits_for_the_calls_to_vary_and_its_threshold_is_a_setting():
+    paid = lambda calls, ok, rng: float(ok) + 0.05 * calls  # noqa: E731
+    assert _fired(paid) == []  # 0.05 a call is under the default 0.1 of the rubric's total
+    assert [a.step for a in _fired(paid, tool_paid=0.04)] == [1]
+    assert _fired(lambda calls, ok, rng: float(ok) + calls, tool_paid_spread=1e6) == []
+
+
 # -- export and import --------------------------------------------------------------------------
 
 def _stored_run(tmp_path):

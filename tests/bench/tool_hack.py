@@ -4,9 +4,9 @@
 
 Trains the calculator scenario (or ``--task``) with its pay-per-call rubric
 (``rewards_pay_per_call.py`` beside its ``rewards.py``) for ``--steps`` steps,
-checkpointing and evaluating every 5; finds the first ``tool_loop`` or
-``hack`` alert the engine raised; forks the run at the checkpoint at or
-before it with the honest ``rewards.py`` for the steps left, so both branches
+checkpointing and evaluating every 5; finds the first ``tool_paid``,
+``tool_loop`` or ``hack`` alert the engine raised; forks the run at the
+checkpoint at or before it (step 0: the run's start) with the honest ``rewards.py`` for the steps left, so both branches
 end at the same step; and prints one JSON object: the alerts (step, kind,
 message), the fork step, and ``rlab compare HACK FIXED``'s verdict at the
 matched steps (held-out pass@1 of each, pooled difference and interval),
@@ -55,11 +55,11 @@ def main() -> None:
         run_id = reader.run_by_name(hack)["id"]
         alerts = [{"step": e["step"], "kind": e["payload"]["alert"], "message": e["payload"]["message"]}
                   for e in reader.events(run_id) if e["kind"] == "alert"]
-    caught = [a for a in alerts if a["kind"] in ("tool_loop", "hack")]
+    caught = [a for a in alerts if a["kind"] in ("tool_paid", "tool_loop", "hack")]
     out = {"date": time.strftime("%Y-%m-%d"), "machine": describe_machine(), "what": what, "steps": args.steps,
            "alerts": alerts}
     if caught:
-        fork_step = max(EVERY, caught[0]["step"] // EVERY * EVERY)
+        fork_step = caught[0]["step"] // EVERY * EVERY
         rlab("fork", f"{hack}@{fork_step}", "--headless", "--db", str(args.db), "--name", fixed,
              "--rewards", str(folder / "rewards.py"), "--max-steps", str(args.steps - fork_step))
         compared = json.loads(rlab("compare", hack, fixed, "--db", str(args.db), "--json"))
