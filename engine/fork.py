@@ -30,6 +30,7 @@ from rlab.engine.config import RunConfig
 from rlab.engine.manifest import SAMPLING_FIELDS, scorer_fields, sha256_json
 from rlab.engine.rewards.edit.timeline import reward_plan
 from rlab.engine.settings import ON_RESUME, SettingsChange, changed, config_at, settings_plan, stored_options
+from rlab.store.db import existing_run_file
 from rlab.store.errors import UsageError
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
@@ -80,8 +81,7 @@ def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> Check
     if step_text and not (step_text.isascii() and step_text.isdigit()) and step_text not in NAMED_STEPS:
         raise UsageError(f"{flag} {spec!r}: the step after @ must be a number (a checkpoint's step), best or latest, "
                          f"e.g. {run}@50")
-    if not db.is_file():
-        raise FileNotFoundError(f"no run file at {db}; pass --db PATH")
+    existing_run_file(db)
     with StoreReader(db) as reader:
         row = resolve_run(reader, run)
         stored = [CheckpointRef(row, c["step"], Path(c["path"])) for c in reader.checkpoints(row["id"])]

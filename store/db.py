@@ -95,6 +95,18 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
                            check_same_thread=False)
 
 
+def existing_run_file(path: str | Path) -> Path:
+    """``path`` as a Path, once a file is there (what it holds is :func:`check_run_file`'s job).
+
+    Raises:
+        FileNotFoundError: no file at ``path``; the message names ``--db`` and how to make one.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no run file at {path}; check the --db path, or start a run to create it")
+    return path
+
+
 def check_run_file(path: str | Path, *, writable: bool, pages: bool = True) -> None:
     """Raise, with the fix, if ``path`` cannot serve as a run file.
 
@@ -118,7 +130,7 @@ def check_run_file(path: str | Path, *, writable: bool, pages: bool = True) -> N
     path = Path(path)
     if not path.exists():
         if not writable:
-            raise FileNotFoundError(f"no run file at {path}; check the --db path, or start a run to create it")
+            existing_run_file(path)
         _check_creatable(path)
         return
     try:
@@ -201,10 +213,8 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
         RunFileError: the file is not an SQLite file, or is damaged.
     """
     path = Path(path)
-    if not create and not path.exists():
-        raise FileNotFoundError(
-            f"no run file at {path}; check the --db path, or start a run to create it"
-        )
+    if not create:
+        existing_run_file(path)
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite_utils.Database(connect(path))

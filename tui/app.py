@@ -47,6 +47,7 @@ from textual.worker import get_current_worker
 from rlab.engine.alert_thresholds import AlertThresholds
 from rlab.engine.rewards.edit.stored import ExampleIndex
 from rlab.store.control import send_command
+from rlab.store.db import existing_run_file
 from rlab.store.reader import StoreReader
 from rlab.tui.dashboard import DashboardScreen
 from rlab.tui.dialogs import HelpScreen, QuitScreen, SearchScreen
@@ -131,9 +132,8 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
         load_view_plugins()
         if engine_cmd and not run_name:
             raise ValueError("engine_cmd needs run_name: pass the --name given to the engine")
-        if not engine_cmd and not Path(db_path).exists():
-            raise FileNotFoundError(f"no run file at {db_path}; check the path, or start a run "
-                                    "(rlab, or rlab run --headless) to create it")
+        if not engine_cmd:
+            existing_run_file(db_path)
         self.db_path = Path(db_path)
         self.run_id = run_id
         self.run_name = run_name

@@ -41,14 +41,13 @@ def watch_app(db: Path, run: str | None = None, alerts: list[str] | None = None)
         RunNotFoundError: no run ``run``.
     """
     from rlab.engine.cli.watch import checked_thresholds
-    from rlab.store.db import check_run_file
+    from rlab.store.db import check_run_file, existing_run_file
     from rlab.store.errors import UsageError
     from rlab.store.reader import StoreReader, resolve_run
     from rlab.tui.app import RolloutLabApp
     from rlab.tui.feed import RunFeed
 
-    if not db.is_file():
-        raise FileNotFoundError(f"no run file at {db}; pass --db PATH (start one with `rlab`)")
+    existing_run_file(db)
     check_run_file(db, writable=False, pages=False)
     with StoreReader(db) as reader:
         latest = reader.latest_run_id()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlab.engine.cli.errors import CliError, existing
+from rlab.engine.cli.errors import CliError
 from rlab.engine.cli.parsers import Command, Subparsers, add_db
 
 #: Commands that steer a live run from a shell, as space, n and q's "stop" do in the TUI.
@@ -26,9 +26,10 @@ def cmd_control(args: argparse.Namespace) -> int:
     that shares the file); the engine applies it at its next safe point. A pause of a paused run
     sends nothing and says so."""
     from rlab.store.control import send_command
+    from rlab.store.db import existing_run_file
     from rlab.store.reader import StoreReader, resolve_run
 
-    with StoreReader(existing(args.db)) as reader:
+    with StoreReader(existing_run_file(args.db)) as reader:
         run = resolve_run(reader, args.run)
     if run["status"] not in ("running", "paused"):
         raise CliError(f"run {run['name']} is {run['status']}; {args.command} steers a running or paused run "

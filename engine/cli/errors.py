@@ -15,7 +15,6 @@ import sqlite3
 import sys
 import typing
 from collections.abc import Callable
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -36,17 +35,6 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> typing.NoReturn:
         """Print ``rlab: error: MESSAGE (see PROG --help)`` and exit with status 2."""
         self.exit(2, f"{ERROR_PREFIX}{message} (see `{self.prog} --help`)\n")
-
-
-def existing(db: Path) -> Path:
-    """``db``, once it is a file.
-
-    Raises:
-        FileNotFoundError: no file at ``db`` (the message names ``--db``).
-    """
-    if not db.is_file():
-        raise FileNotFoundError(f"no run file at {db}; pass --db PATH")
-    return db
 
 
 def file_errors() -> tuple[type[BaseException], ...]:

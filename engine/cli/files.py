@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlab.engine.cli.errors import CliError, existing
+from rlab.engine.cli.errors import CliError
 from rlab.engine.cli.parsers import Command, Subparsers, add_db
 
 if TYPE_CHECKING:
@@ -90,11 +90,11 @@ def cmd_index(args: argparse.Namespace) -> int:
             lock for minutes on gigabytes, which would stop the run), or
             another process held the write lock for ``BUSY_TIMEOUT_S``.
     """
-    from rlab.store.db import BUSY_TIMEOUT_S, check_run_file, open_db
+    from rlab.store.db import BUSY_TIMEOUT_S, check_run_file, existing_run_file, open_db
     from rlab.store.textindex import build_text_index
     from rlab.store.filesize import file_bytes, human_bytes
 
-    check_run_file(existing(args.db), writable=True)
+    check_run_file(existing_run_file(args.db), writable=True)
     db = open_db(args.db, create=False)
     try:
         _refuse_live_runs(db, args.db)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from rlab.engine.cli.errors import CliError, existing
+from rlab.engine.cli.errors import CliError
 from rlab.engine.cli.parsers import DEFAULT_DB, Command, Subparsers, add_db, at_least
 
 if TYPE_CHECKING:
@@ -111,10 +111,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from rlab.engine.evaluation.artifacts import write_artifacts
     from rlab.engine.evaluation.branches import fork_step
     from rlab.engine.evaluation.compare import compare_runs
+    from rlab.store.db import existing_run_file
     from rlab.store.reader import StoreReader, resolve_run
     from rlab.engine.cli.reports import comparison_report, show
 
-    with StoreReader(existing(args.db)) as reader:
+    with StoreReader(existing_run_file(args.db)) as reader:
         rows = resolve_run(reader, args.run_a), resolve_run(reader, args.run_b)
         if args.from_step is not None or (fork_step(*rows) is not None
                                           and all(r["kind"] == "train" for r in rows)):
@@ -163,10 +164,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """``rlab inspect``: the lowest-reward trajectories of a run."""
     from rlab.engine.evaluation.artifacts import write_artifacts
     from rlab.engine.evaluation.inspect import worst_trajectories
+    from rlab.store.db import existing_run_file
     from rlab.store.reader import StoreReader
     from rlab.engine.cli.reports import inspect_report, show
 
-    with StoreReader(existing(args.db)) as reader:
+    with StoreReader(existing_run_file(args.db)) as reader:
         run, rows = worst_trajectories(reader, args.run, top_k=args.top_k, only_fails=args.only_fails,
                                        step=args.step)
     if args.out is not None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlab.engine.cli.checks import check_options
-from rlab.engine.cli.errors import ArgumentParser, CliError, error_line, existing, guarded
+from rlab.engine.cli.errors import ArgumentParser, CliError, error_line, guarded
 from rlab.engine.cli.options import add_fork_arguments, add_run_options, config_from_args, engine_command
 from rlab.engine.cli.parsers import Command, Subparsers, add_db
 
@@ -170,8 +170,9 @@ def cmd_set(args: argparse.Namespace) -> int:
     """``rlab set RUN KEY=VALUE ...``: check the change as the engine will (``engine.settings``),
     send it, and wait for the run to apply it at its next step boundary (a paused run: at once)."""
     from rlab.engine.live_settings import send_settings
+    from rlab.store.db import existing_run_file
 
-    print(f"run {args.run}: {send_settings(existing(args.db), args.run, args.changes, args.wait)}")
+    print(f"run {args.run}: {send_settings(existing_run_file(args.db), args.run, args.changes, args.wait)}")
     return 0
 
 

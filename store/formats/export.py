@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rlab.store.db import existing_run_file
 from rlab.store.formats import art, trl, verifiers
 from rlab.store.formats.base import ImportedStep
 from rlab.store.reader import StoreReader, resolve_run
@@ -71,8 +72,7 @@ def export_as(db_path: str | Path, run: int | str, out_dir: str | Path,
     """
     if format not in EXPORT_FORMATS:
         raise KeyError(f"cannot export as {format!r}; use one of {', '.join(EXPORT_FORMATS)}")
-    if not Path(db_path).is_file():
-        raise FileNotFoundError(f"no run file at {db_path}; pass --db PATH")
+    existing_run_file(db_path)
     with StoreReader(db_path) as reader:
         row = resolve_run(reader, run)
         steps = stored_steps(reader, row["id"])

@@ -23,8 +23,9 @@ from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected
 from rlab.engine.rewards.edit.stored import recent_groups
 from rlab.engine.success import SuccessError, SuccessRule
 from rlab.store.control import LIVE_STATUSES, send_command, wait_for_command
-from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
+from rlab.store.db import existing_run_file
 from rlab.store.reader import StoreReader, resolve_run
+from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 from rlab.store.rows import RunRow
 from rlab.store.secrets import scrub_text
 from rlab.store.writer import StoreWriter
@@ -82,8 +83,7 @@ def submit(db: Path, run: str, file: Path, *, dry_run: bool = False, k: int = CH
         EditRejected: the check failed, the edit drops the run's success
             function, or the engine rejected the edit; the message says why.
     """
-    if not Path(db).is_file():
-        raise FileNotFoundError(f"no run file at {db}; pass --db PATH")
+    existing_run_file(db)
     try:
         source = Path(file).read_text(encoding="utf-8")
     except OSError as err:  # a missing file, a folder, no permission
