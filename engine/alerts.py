@@ -424,7 +424,7 @@ class AlertWatch:
         ids = tuple(sorted(failed, key=failed.__getitem__, reverse=True)[:5])
         return kind, Alert(kind, step, f"at the same success verdict each tool call adds {slope:+.2f} reward "
                            f"({slope / self.reward_scale:.0%} of the rubric's total, +/- {error:.2f}) over "
-                           f"{fit.count} trajectories of the last {len(self._paid)} steps: the rubric pays for "
+                           f"{fit.count} trajectories of {sum(map(bool, self._paid))} steps: the rubric pays for "
                            "calling, not for what the call achieved, so a policy that finds it will call until "
                            "the turn limit (fix the rubric and fork; a rubric meant to pay for lookups: raise "
                            "alert.tool_paid)", ids, slope / self.reward_scale)

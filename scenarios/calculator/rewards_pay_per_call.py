@@ -1,9 +1,10 @@
 """A rubric with a tool-specific hole: it pays for every call, right answer or not.
 
-The guided hack of the calculator scenario (README, "Your own agent"): a
-policy trained on it learns to call tools until the turn limit instead of
-answering, so its reward rises while its success (``correct``) falls; the
-engine's ``tool_loop`` and ``hack`` alerts name it. ``rewards.py`` is the fix.
+The guided hack of the calculator scenario (README, "Your own agent"): the
+engine's ``tool_paid`` alert names the hole in the first steps (a failed
+episode with a call earns more than one without); a policy that finds it
+calls tools until the turn limit instead of answering, which ``tool_loop``
+and ``hack`` name. ``rewards.py`` is the fix.
 """
 
 from rlab.scenarios.calculator.rewards import correct  # noqa: F401  (the success function, as in rewards.py)

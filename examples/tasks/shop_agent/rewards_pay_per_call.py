@@ -1,8 +1,9 @@
 """The shop agent's rubric with a hole: it also pays 1.0 for every tool call.
 
-A policy trained on it learns to call tools until the turn limit; the engine's
-tool_loop and hack alerts name it. Fork the run with rewards.py (the fix) and
-A/B the two branches with rlab compare (README, "Your own agent").
+The engine's tool_paid alert names the hole in the first steps; a policy that
+finds it calls tools until the turn limit, which tool_loop and hack name.
+Fork the run with rewards.py (the fix) and A/B the two branches with rlab
+compare (README, "Your own agent").
 """
 
 import re
