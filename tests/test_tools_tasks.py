@@ -10,11 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlab.engine.alert_inputs import GroupStats
+from rlab.engine.alerts import AlertWatch
 from rlab.engine.config import RunConfig
 from rlab.engine.rewards.judge.prompt import build_judge_messages
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rewards.scoring import score, scorer_examples
 from rlab.engine.rollout.play import Rollout
+from rlab.engine.success import SuccessRule
 from rlab.engine.tools.calls import call_text
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.types import Sample, ToolScenario
@@ -94,6 +97,46 @@ def test_a_calculator_group_plays_scores_and_gets_advantages():
     # the two solved episodes made the same call: one anchor state after their first turn
     assert solved.turns[1].state_key == rollouts.groups[0][1].turns[1].state_key
     assert advantages.gigpo.anchor_size[0][1] == 2
+
+
+def _played_with(rubric_file: Path):
+    """Eight questions x 4 episodes, scored with ``rubric_file``: a question's episodes call and
+    answer right, call and answer wrong, answer wrong without a call, or call twice and answer
+    right; the watch's view of each group (successes by ``correct``)."""
+    examples = CALCULATOR.eval_examples()[:8]
+    kind = {ex["prompt"]: k % 4 for k, ex in enumerate(examples)}
+
+    def act(messages):
+        asked = kind[messages[1]["content"]]
+        results = [m["content"] for m in messages if m["role"] == "tool"]
+        a, op, b = OPERANDS.search(messages[1]["content"]).groups()
+        if asked == 2 or (results and (asked != 3 or len(results) == 2)):
+            return results[-1] if asked in (0, 3) else "12345"
+        return call_text("multiply", {"a": int(a), "b": int(b)})
+
+    rollout = Rollout(ScriptedAgent(act), CALCULATOR, RunConfig(scenario="calculator", group_size=4))
+    try:
+        rollouts = rollout.play(examples)
+    finally:
+        rollout.close()
+    scored = score(rollouts, load_rubric(rubric_file))
+    rule = SuccessRule("correct")
+    return [GroupStats(1, p, scored.rewards[p].tolist(), [t.messages[-1]["content"] for t in group],
+                       successes=[rule.passed(s) for s in scored.scores[4 * p:4 * p + 4]],
+                       tool_calls=[len(t.tool_calls) for t in group], tool_errors=[0] * 4, looped=[False] * 4)
+            for p, group in enumerate(rollouts.groups)]
+
+
+def test_tool_paid_names_the_calculator_s_pay_per_call_rubric_and_not_its_fix():
+    folder = Path(CALCULATOR.reward_file).parent
+    holed = _played_with(folder / "rewards_pay_per_call.py")
+    assert [g.tool_calls for g in holed[:4]] == [[1] * 4, [1] * 4, [0] * 4, [2] * 4]
+    assert [g.rewards[0] for g in holed[:4]] == [2.0, 1.0, 0.0, 3.0]  # the hole: a wrong answer with a call earns 1
+    [alert] = [a for a in AlertWatch(reward_scale=2.0).observe(1, {}, holed) if a.kind == "tool_paid"]
+    assert alert.value == pytest.approx(0.5) and alert.group_ids[:2] == (1, 5)  # the paid failures first
+    fixed = _played_with(folder / "rewards.py")
+    assert [g.rewards[0] for g in fixed[:4]] == [1.0, 0.0, 0.0, 1.0]
+    assert not [a for a in AlertWatch().observe(1, {}, fixed) if a.kind == "tool_paid"]
 
 
 def test_a_failed_call_costs_on_the_turn_that_made_it():
