@@ -526,6 +526,12 @@ def test_token_shading_by_advantage_logprob_and_sampler_mismatch():
     assert text.plain == "t0: left\nt1: right\n"
     assert [str(s.style) for s in text.spans if "dark" in str(s.style)] == ["on dark_red",
                                                                            "on dark_green"]
+    call = {"id": "c0", "type": "function", "function": {"name": "multiply", "arguments": {"a": 2, "b": 3}}}
+    agent = {"messages": [{"role": "user", "content": "2*3?"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+                          {"role": "tool", "tool_call_id": "c0", "content": "6"}, {"role": "assistant", "content": "6"}],
+             "turns": [{"t": 0, "advantage": 1.0}, {"t": 1, "advantage": 1.0}]}
+    text = shaded_tokens(agent, "advantage")  # a turn that only calls shows the call it was trained on
+    assert text.plain == "t0:  → multiply(a=2, b=3)\nt1: 6\n" and "on dark_green" in str(text.spans[1].style)
 
 
 async def test_unknown_run_id_is_reported_with_the_runs_in_the_file(db):

@@ -107,7 +107,8 @@ def shaded_tokens(traj: dict, shading: str) -> Text:
         text = Text()
         for turn, message in zip(turns, said):
             text.append(f"t{turn['t']}: ", style="dim")
-            for tok in _PIECES.findall(str(message.get("content") or "")):
+            # a turn that only calls has no content: its trained tokens are the calls it wrote
+            for tok in _PIECES.findall(str(message.get("content") or "") + _calls_written(message)):
                 text.append(tok, style=advantage_style(turn["advantage"]) if tok.strip() else "")
             text.append("\n")
         return text
@@ -122,6 +123,12 @@ def shaded_tokens(traj: dict, shading: str) -> Text:
         else:
             text.append(tok, style=advantage_style(traj.get("advantage")) if tok.strip() else "")
     return text
+
+
+def _calls_written(message: dict) -> str:
+    """An assistant message's tool calls as ``→ name(args)``, one after another ("" without calls)."""
+    return "".join(f" → {call_line(f.get('name', '?'), f.get('arguments'))}"
+                   for f in (c.get("function") or {} for c in message.get("tool_calls") or []))
 
 
 def conversation(traj: dict) -> RichGroup:
