@@ -9,7 +9,11 @@ step shape (8 prompts x 8 rollouts, 24 new tokens, temperature 0.8; the best
 of two calls after a warm-up), the seconds one rebuild of the copy takes (a run
 pays it after every optimizer step), the share of greedy tokens that are the
 float32 copy's at the same positions (8 prompts, 24 tokens), and the mean and
-max |log-prob difference| of the float32 policy's greedy tokens (nats). Set
+max |log-prob difference| of the float32 policy's greedy tokens (nats).
+``--keep-float NAMES`` (repeatable; NAMES a comma list of module-name parts
+such as ``down_proj``, ``mlp``, ``lm_head``) also measures an int8 copy whose
+linears named so stay float32 (``int8_keep_NAMES``): where the int8 error
+comes from, and what leaving it out costs in speed. Set
 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2
 MKL_ENABLE_INSTRUCTIONS=AVX2 to stand in for a CPU without AVX-512; the JSON
 records the machine and those caps.
@@ -17,10 +21,14 @@ records the machine and those caps.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -31,6 +39,8 @@ from real_model import isa_caps  # noqa: E402
 from rlab.engine.policy.device import bf16_supported, describe_machine  # noqa: E402
 from rlab.engine.policy.lora import LoraSettings, apply_lora  # noqa: E402
 from rlab.engine.policy.model import Policy  # noqa: E402
+from rlab.engine.policy.sampling import sample  # noqa: E402
+from rlab.engine.policy.sampling_weights import SamplingWeights  # noqa: E402
 from rlab.engine.policy.smollm2 import ensure_smollm2  # noqa: E402
 
 PROMPTS = [f"What is {a} + {b}? Answer with a number." for a, b in zip(range(11, 19), range(31, 39))]
@@ -43,22 +53,27 @@ def chosen_logprobs(model, ids: list[int], start: int) -> torch.Tensor:
     return torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[start:])[:, None])[:, 0]
 
 
-def measure(policy: Policy, dtype: torch.dtype | None, int8: bool, reference: list[list[int]] | None,
+def measure(policy: Policy, build: Callable[[], Any], reference: list[list[int]] | None,
             prompts: list[list[int]]) -> tuple[dict, list[list[int]]]:
-    """One sampling copy's figures (module docstring) and its greedy tokens."""
-    policy.sample_dtype, policy.sample_int8 = dtype, int8
+    """One sampling copy's figures (module docstring) and its greedy tokens; ``build``
+    makes the copy from the policy's current weights, as after an optimizer step."""
     t0 = time.perf_counter()
-    model = policy.sampling_model()  # its first build, as after an optimizer step
-    build = time.perf_counter() - t0
+    model = build()
+    rebuild = time.perf_counter() - t0
+
+    def draw(rows: list[list[int]], new: int, temperature: float) -> list[list[int]]:
+        return sample(model, rows, max_new_tokens=new, temperature=temperature, pad_id=policy.pad_id,
+                      eos_id=policy.eos_id, device=policy.device).tokens
+
     rows = [p for p in prompts for _ in range(8)]
-    policy.sample(rows[:8], max_new_tokens=4, temperature=0.8)
+    draw(rows[:8], 4, 0.8)
     best = 0.0
     for _ in range(2):
         t0 = time.perf_counter()
-        out = policy.sample(rows, max_new_tokens=24, temperature=0.8)
-        best = max(best, sum(len(s.token_ids) for s in out) / (time.perf_counter() - t0))
-    greedy = [s.token_ids for s in policy.sample(prompts, max_new_tokens=24, temperature=0)]
-    figures = {"tokens_per_s": round(best, 1), "rebuild_seconds": round(build, 2)}
+        out = draw(rows, 24, 0.8)
+        best = max(best, sum(map(len, out)) / (time.perf_counter() - t0))
+    greedy = draw(prompts, 24, 0.0)
+    figures = {"tokens_per_s": round(best, 1), "rebuild_seconds": round(rebuild, 2)}
     if reference is not None:
         pairs = [(a, b) for g, r in zip(greedy, reference) for a, b in zip(g, r)]
         diffs = torch.cat([(chosen_logprobs(model, p + r, len(p)) - chosen_logprobs(policy.model, p + r, len(p))).abs()
@@ -69,16 +84,38 @@ def measure(policy: Policy, dtype: torch.dtype | None, int8: bool, reference: li
     return figures, greedy
 
 
+def int8_keeping(trained: Any, keep: list[str]) -> Any:
+    """A merged float32 copy of ``trained`` with torch's dynamic int8 on every linear
+    whose module name contains none of ``keep`` (``--sampler-int8`` is ``keep=[]``)."""
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    copy = SamplingWeights(trained).model()
+    chosen = {name: per_channel_dynamic_qconfig for name, module in copy.named_modules()
+              if isinstance(module, torch.nn.Linear) and not any(part in name for part in keep)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's deprecation notice
+        return quantize_dynamic(copy.eval(), chosen, dtype=torch.qint8, inplace=True)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep-float", action="append", default=[], metavar="NAMES",
+                        help="also an int8 copy whose linears with these name parts (comma list) stay float32")
+    args = parser.parse_args()
     torch.manual_seed(0)
     policy = Policy.load(ensure_smollm2(), "cpu")
     policy.model = apply_lora(policy.model, LoraSettings(rank=16))
     prompts = [policy.render([{"role": "user", "content": text}]) for text in PROMPTS]
     out: dict = {"date": time.strftime("%Y-%m-%d"), "machine": describe_machine(), "cpu_isa_caps": isa_caps()}
-    out["float32"], reference = measure(policy, None, False, None, prompts)
+    out["float32"], reference = measure(policy, lambda: SamplingWeights(policy.model).model(), None, prompts)
     if bf16_supported("cpu"):
-        out["bf16"], _ = measure(policy, torch.bfloat16, False, reference, prompts)
-    out["int8"], _ = measure(policy, None, True, reference, prompts)
+        out["bf16"], _ = measure(policy, lambda: SamplingWeights(policy.model, torch.bfloat16).model(), reference,
+                                 prompts)
+    out["int8"], _ = measure(policy, lambda: SamplingWeights(policy.model, int8=True).model(), reference, prompts)
+    for names in args.keep_float:
+        keep = [part.strip() for part in names.split(",") if part.strip()]
+        out[f"int8_keep_{'+'.join(keep)}"], _ = measure(policy, lambda: int8_keeping(policy.model, keep), reference,
+                                                        prompts)
     print(json.dumps(out))
 
 
