@@ -109,20 +109,23 @@ class SamplingWeights:
             if getattr(module, leaf).is_meta:
                 module.register_buffer(leaf, buffer, persistent=False)
         copy.tie_weights()
-        return _quantized(copy) if self.int8 else copy.eval()
+        return quantized(copy) if self.int8 else copy.eval()
 
 
-def _quantized(model: Any) -> Any:
-    """``model`` (float32, eval mode) with every ``nn.Linear`` swapped in place for
-    torch's dynamic int8 one (weights per output channel)."""
+def quantized(model: Any, keep: tuple[str, ...] = ()) -> Any:
+    """``model`` (float32, in eval mode) with each ``nn.Linear`` swapped in place for
+    torch's dynamic int8 one (weights per output channel), but those whose module name
+    contains a part in ``keep`` (``tests/bench/int8_sampler.py --keep-float``; a run keeps none)."""
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     model.eval()
+    chosen = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
+              if isinstance(module, torch.nn.Linear) and not any(part in name for part in keep)}
     with warnings.catch_warnings():
         # torch.ao's quantization API is deprecated for torchao, whose int8 linear has no fast CPU kernel
         # (module docstring): the warning is not the user's to act on.
         warnings.simplefilter("ignore")
-        quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
+        quantize_dynamic(model, chosen, dtype=torch.qint8, inplace=True)
     return model
 
 

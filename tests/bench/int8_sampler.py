@@ -25,7 +25,6 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ from rlab.engine.policy.device import bf16_supported, describe_machine  # noqa: 
 from rlab.engine.policy.lora import LoraSettings, apply_lora  # noqa: E402
 from rlab.engine.policy.model import Policy  # noqa: E402
 from rlab.engine.policy.sampling import sample  # noqa: E402
-from rlab.engine.policy.sampling_weights import SamplingWeights  # noqa: E402
+from rlab.engine.policy.sampling_weights import SamplingWeights, quantized  # noqa: E402
 from rlab.engine.policy.smollm2 import ensure_smollm2  # noqa: E402
 
 PROMPTS = [f"What is {a} + {b}? Answer with a number." for a, b in zip(range(11, 19), range(31, 39))]
@@ -84,17 +83,9 @@ def measure(policy: Policy, build: Callable[[], Any], reference: list[list[int]]
     return figures, greedy
 
 
-def int8_keeping(trained: Any, keep: list[str]) -> Any:
-    """A merged float32 copy of ``trained`` with torch's dynamic int8 on every linear
-    whose module name contains none of ``keep`` (``--sampler-int8`` is ``keep=[]``)."""
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    copy = SamplingWeights(trained).model()
-    chosen = {name: per_channel_dynamic_qconfig for name, module in copy.named_modules()
-              if isinstance(module, torch.nn.Linear) and not any(part in name for part in keep)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao's deprecation notice
-        return quantize_dynamic(copy.eval(), chosen, dtype=torch.qint8, inplace=True)
+def int8_keeping(trained: Any, keep: tuple[str, ...]) -> Any:
+    """A merged float32 copy of ``trained``, its linears in int8 but those named in ``keep``."""
+    return quantized(SamplingWeights(trained).model(), keep)
 
 
 def main() -> None:
@@ -113,7 +104,7 @@ def main() -> None:
                                  prompts)
     out["int8"], _ = measure(policy, lambda: SamplingWeights(policy.model, int8=True).model(), reference, prompts)
     for names in args.keep_float:
-        keep = [part.strip() for part in names.split(",") if part.strip()]
+        keep = tuple(part.strip() for part in names.split(",") if part.strip())
         out[f"int8_keep_{'+'.join(keep)}"], _ = measure(policy, lambda: int8_keeping(policy.model, keep), reference,
                                                         prompts)
     print(json.dumps(out))
