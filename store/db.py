@@ -213,10 +213,10 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
         RunFileError: the file is not an SQLite file, or is damaged.
     """
     path = Path(path)
-    if not create:
-        existing_run_file(path)
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        existing_run_file(path)
     db = sqlite_utils.Database(connect(path))
     try:
         refuse_foreign(db, path)

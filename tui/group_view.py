@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
-from rlab.engine.cli.formatting import call_line, clip, fmt
+from rlab.engine.cli.formatting import call_line, clip, fmt, message_call_line
 from rlab.tui.view import NavScreen, View
 
 SORTS = ("index", "reward", "judge rank")
@@ -91,8 +91,7 @@ def column_text(traj: dict, selected: bool) -> RichGroup:
     for message in last_turns(traj):
         role = message.get("role", "?")
         said = [str(message.get("content") or "")] + [
-            f"→ {call_line(c['function']['name'], c['function'].get('arguments'))}"
-            for c in message.get("tool_calls") or [] if isinstance(c.get("function"), dict)]
+            f"→ {message_call_line(c)}" for c in message.get("tool_calls") or [] if isinstance(c.get("function"), dict)]
         lines.append(Text(f"{role}: ", style="bold cyan" if role == "assistant" else "bold")
                      + Text(" ".join(part for part in said if part)))
     if traj.get("judge_explanation"):

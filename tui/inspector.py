@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
 from rlab.store.tokens import unpack, unpack_logprobs
-from rlab.engine.cli.formatting import call_line, fmt
+from rlab.engine.cli.formatting import fmt, message_call_line
 from rlab.tui.view import NavScreen, View
 
 _PIECES = re.compile(r"\s+|[^\s]+")
@@ -127,8 +127,7 @@ def shaded_tokens(traj: dict, shading: str) -> Text:
 
 def _calls_written(message: dict) -> str:
     """An assistant message's tool calls as ``→ name(args)``, one after another ("" without calls)."""
-    return "".join(f" → {call_line(f.get('name', '?'), f.get('arguments'))}"
-                   for f in (c.get("function") or {} for c in message.get("tool_calls") or []))
+    return "".join(f" → {message_call_line(call)}" for call in message.get("tool_calls") or [])
 
 
 def conversation(traj: dict) -> RichGroup:
@@ -163,9 +162,7 @@ def conversation(traj: dict) -> RichGroup:
         if message.get("content") or not message.get("tool_calls"):
             lines.append(Text(str(message.get("content") or "")))
         for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            lines.append(Text(f"→ call {call_line(function.get('name', '?'), function.get('arguments'))}",
-                              style="bold magenta"))
+            lines.append(Text(f"→ call {message_call_line(call)}", style="bold magenta"))
         lines.append(Text(""))
     return RichGroup(*lines)
 

@@ -61,3 +61,10 @@ def call_line(name: str, arguments: object) -> str:
     if isinstance(arguments, dict):
         return f"{name}({', '.join(f'{k}={json.dumps(v, ensure_ascii=False)}' for k, v in arguments.items())})"
     return f"{name}({arguments!r})"
+
+
+def message_call_line(call: dict) -> str:
+    """An OpenAI-format tool call of an assistant message (``{"function": {"name", "arguments"}}``)
+    as :func:`call_line` writes it; ``?`` for a call without a name."""
+    function = call.get("function") or {}
+    return call_line(function.get("name", "?"), function.get("arguments"))
