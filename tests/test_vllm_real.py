@@ -12,6 +12,7 @@ produce on demand.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import socket
@@ -98,6 +99,39 @@ def test_sampling_returns_token_ids_and_logprobs_that_match_transformers(server,
     # bf16 on the server vs float32 here: issue 14 measured about 0.05 nats
     assert sum(gaps) / len(gaps) < 0.15, gaps
     backend.close()
+
+
+def test_the_trainer_measures_and_corrects_a_real_vllm_samplers_mismatch(server, policy):
+    """Issue 48 on the vLLM backend: the update takes a real server's sampled tokens and
+    log-probs (bf16 on a CPU with native bf16, float32 elsewhere) as the sampler's; its
+    ``sampling/*`` metrics equal |log pi_old - log pi_vllm| and min(pi_old / pi_vllm, C)
+    computed here from the float32 policy, token by token (Yao et al. 2025, eq. 3)."""
+    from rlab.engine.train.trainer import TrainConfig, Trainer
+    from rlab.engine.types import TrainSample
+
+    backend = VLLMBackend(server.url, render=policy.render, timeout_s=600)
+    prompts = prompt_ids(policy)
+    samples = backend.sample(prompts, max_new_tokens=16, temperature=1.0)
+    backend.close()
+    ours = []
+    for prompt, sample in zip(prompts, samples):
+        with torch.no_grad():
+            logits = policy.model(torch.tensor([prompt + sample.token_ids])).logits[0, len(prompt) - 1:-1].float()
+        ours.append(torch.log_softmax(logits, -1).gather(1, torch.tensor(sample.token_ids)[:, None])[:, 0])
+    gap = torch.cat([o - torch.tensor(s.logprobs) for o, s in zip(ours, samples)])
+    batch = [TrainSample(p, s.token_ids, list(s.logprobs), advantage=1.0 if i % 2 else -1.0)
+             for i, (p, s) in enumerate(zip(prompts, samples))]
+    trained = copy.deepcopy(policy.model)  # the step moves its weights; later tests serve the plain model
+    metrics = Trainer(trained, policy.pad_id, TrainConfig(lr=1e-9, num_iterations=1, temperature=1.0,
+                                                          is_cap=3.0)).step(batch)
+    assert metrics["sampling/sampling_logp_difference/mean"] == pytest.approx(gap.abs().mean().item(), abs=2e-3)
+    assert metrics["sampling/sampling_logp_difference/max"] == pytest.approx(gap.abs().max().item(), abs=5e-3)
+    weights = gap.exp().clamp(max=3.0)
+    assert metrics["sampling/importance_sampling_ratio/mean"] == pytest.approx(weights.mean().item(), rel=2e-3)
+    assert metrics["sampling/importance_sampling_ratio/min"] == pytest.approx(weights.min().item(), rel=5e-3)
+    assert metrics["sampling/importance_sampling_ratio/max"] <= 3.0
+    # a real sampler in another kernel (and dtype) is close, not equal: under the sampler_mismatch alert
+    assert 0 < metrics["sampling/sampling_logp_difference/mean"] < 0.15
 
 
 def test_a_hot_loaded_adapter_changes_the_served_outputs(server, policy, tmp_path):

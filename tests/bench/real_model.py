@@ -36,7 +36,15 @@ TUI with ``rlab watch --db DB`` to see its curves. Figures:
   (LoRA rank 16, lr 4e-4, one update per batch, 8 x 8, its held-out eval
   of 64 problems every 10 steps) trained for that many seconds: held-out
   pass@1 before and after, the eval curve and the mean reward of the
-  first and last fifth of steps.
+  first and last fifth of steps, and the sampler's mismatch with the trained
+  policy over the run's steps (``sampling_*``: the mean and max of
+  ``sampling/sampling_logp_difference/{mean,max}``, nats, and of the
+  truncated importance weights ``sampling/importance_sampling_ratio/*``).
+- ``sampler``: which path sampled (``backend``: ``hf``, rlab's loop over a
+  sampling copy in ``precision``, int8 or not; ``vllm``: a vLLM server rlab
+  starts, ``--backend vllm`` with ``RLAB_VLLM_PYTHON`` set or
+  scripts/vllm_venv.sh's venv, serving in ``precision``). With ``vllm`` the
+  hf-only speed figures (``generation_*``, ``grpo_step_*``) are not taken.
 """
 
 from __future__ import annotations
@@ -125,6 +133,16 @@ def measure_speed(model_dir: Path, bf16: bool, int8: bool = False) -> dict:
             "grpo_step_shape": "8 prompts x 8 rollouts x 64 new tokens, LoRA rank 16"}
 
 
+def sampler_path(backend: str, bf16: bool, int8: bool) -> dict:
+    """Which sampler a run of this bench uses: rlab's loop over a sampling copy (its
+    precision, int8 or not) or a vLLM server (the dtype rlab serves with here)."""
+    if backend == "vllm":
+        from rlab.engine.policy.vllm_launch import server_dtype
+
+        return {"backend": "vllm", "precision": server_dtype("auto")}
+    return {"backend": "hf", "generation": "loop", "precision": "int8" if int8 else "bf16" if bf16 else "float32"}
+
+
 def run_shipped(db: Path, *, overrides: dict, **budget: float) -> tuple[dict, list[dict]]:
     """Run the example's run.toml exactly as shipped (only the run file, the
     budget, ``max_seconds`` or ``max_steps``, and the ``overrides`` of the bench's
@@ -155,11 +173,29 @@ def step_figures(steps: list[dict], rollouts_per_step: int) -> dict:
             "run_toml_completion_tokens_mean": round(sampled / len(steps) / rollouts_per_step, 1)}
 
 
+def mismatch_figures(steps: list[dict]) -> dict:
+    """The sampler against the trained policy over the steps that trained (those with
+    ``sampling/*`` metrics): the mean of each step's mean |log-prob difference| (nats)
+    and the largest, and the importance weights' mean and lowest (absent when the
+    correction is off)."""
+    def values(key: str) -> list[float]:
+        return [m[key] for m in steps if m.get(key) is not None]
+
+    out = {"sampling_steps": len(values("sampling/sampling_logp_difference/mean"))}
+    for name, key, pick in (("sampling_logp_difference_mean", "sampling_logp_difference/mean", statistics.fmean),
+                            ("sampling_logp_difference_max", "sampling_logp_difference/max", max),
+                            ("importance_sampling_ratio_mean", "importance_sampling_ratio/mean", statistics.fmean),
+                            ("importance_sampling_ratio_min", "importance_sampling_ratio/min", min)):
+        if found := values(f"sampling/{key}"):
+            out[name] = round(pick(found), 4)
+    return out
+
+
 def measure_learning(seconds: float, db: Path, overrides: dict) -> dict:
     summary, steps = run_shipped(db, overrides=overrides, max_seconds=seconds)
     rewards = [m["reward"] for m in steps if m.get("reward") is not None]
     k = max(1, len(rewards) // 5)
-    return {**step_figures(steps, summary["rollouts_per_step"]), "steps": summary["steps"],
+    return {**step_figures(steps, summary["rollouts_per_step"]), **mismatch_figures(steps), "steps": summary["steps"],
             "train_seconds": summary["seconds"],
             "eval_pass_at_1_before": summary["eval_pass_at_1_initial"],
             "eval_pass_at_1_after": summary["eval_pass_at_1_final"],
@@ -182,8 +218,14 @@ def main() -> None:
     parser.add_argument("--no-importance-sampling-correction", action="store_true",
                         help="the run without the truncated importance weights (the A/B of the correction)")
     parser.add_argument("--seed", type=int, default=None, help="the run's seed (default: run.toml's, else 0)")
+    parser.add_argument("--backend", choices=("hf", "vllm"), default="hf",
+                        help="vllm: the run samples through a vLLM server it starts (module docstring)")
     args = parser.parse_args()
+    if args.backend == "vllm" and args.sampler_int8:
+        parser.error("--sampler-int8 is the hf backend's sampling copy; a vLLM server samples on its own")
     overrides: dict = {"sampler_int8": True, "bf16": False} if args.sampler_int8 else {}
+    if args.backend == "vllm":
+        overrides["backend"] = "vllm"
     if args.no_importance_sampling_correction:
         overrides["importance_sampling_correction"] = False
     if args.seed is not None:
@@ -196,14 +238,15 @@ def main() -> None:
     from rlab.engine.policy.model import Policy
 
     default_bf16 = uses_bf16(Policy.load(model_dir, "cpu").model, "cpu", None) and not args.sampler_int8
-    precisions = {"bf16" if default_bf16 else "float32": measure_speed(model_dir, default_bf16, args.sampler_int8)}
-    if args.both_precisions and machine["bf16_native_cpu"]:  # the other one, side by side
-        precisions["float32" if default_bf16 else "bf16"] = measure_speed(model_dir, not default_bf16)
     out = {"model": "smollm2-135m", "device": "cpu", "machine_at_start": machine,
            "run_precision": "bf16" if default_bf16 else "float32", "sampler_int8": args.sampler_int8,
-           "run_overrides": overrides, "cpu_isa_caps": isa_caps(),
-           **precisions["bf16" if default_bf16 else "float32"],
-           "by_precision": precisions}
+           "sampler": sampler_path(args.backend, default_bf16, args.sampler_int8),
+           "run_overrides": overrides, "cpu_isa_caps": isa_caps()}
+    if args.backend == "hf":
+        precisions = {"bf16" if default_bf16 else "float32": measure_speed(model_dir, default_bf16, args.sampler_int8)}
+        if args.both_precisions and machine["bf16_native_cpu"]:  # the other one, side by side
+            precisions["float32" if default_bf16 else "bf16"] = measure_speed(model_dir, not default_bf16)
+        out |= {**precisions["bf16" if default_bf16 else "float32"], "by_precision": precisions}
     if args.train_seconds:
         out.update(measure_learning(args.train_seconds, args.db, overrides))
     else:
