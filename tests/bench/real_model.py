@@ -36,8 +36,9 @@ TUI with ``rlab watch --db DB`` to see its curves. Figures:
   (LoRA rank 16, lr 4e-4, one update per batch, 8 x 8, its held-out eval
   of 64 problems every 10 steps) trained for that many seconds: held-out
   pass@1 before and after, the eval curve and the mean reward of the
-  first and last fifth of steps, and the sampler's mismatch with the trained
-  policy over the run's steps (``sampling_*``: the mean and max of
+  first and last fifth of steps.
+- ``sampling_*``: the sampler's mismatch with the trained policy over the
+  ``run_toml_*`` steps (the mean and max of
   ``sampling/sampling_logp_difference/{mean,max}``, nats, and of the
   truncated importance weights ``sampling/importance_sampling_ratio/*``).
 - ``sampler``: which path sampled (``backend``: ``hf``, rlab's loop over a
@@ -251,7 +252,7 @@ def main() -> None:
         out.update(measure_learning(args.train_seconds, args.db, overrides))
     else:
         summary, steps = run_shipped(args.db, overrides=overrides, max_steps=args.run_steps)
-        out.update(step_figures(steps, summary["rollouts_per_step"]))
+        out.update({**step_figures(steps, summary["rollouts_per_step"]), **mismatch_figures(steps)})
     out["peak_rss_mb"] = round(_peak_rss_mb(), 1)
     out["load_average_at_end"] = describe_machine()["load_average"]
     print(json.dumps(out))
