@@ -70,6 +70,13 @@ def prompt_ids(policy: Policy) -> list[list[int]]:
     return [policy.render([{"role": "user", "content": p}]) for p in PROMPTS]
 
 
+def policy_logprobs(policy: Policy, prompt: list[int], tokens: list[int]) -> torch.Tensor:
+    """Log-probs (nats, float32, one per token) of ``tokens`` after ``prompt`` under the local policy."""
+    with torch.no_grad():
+        logits = policy.model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1:-1].float()
+    return torch.log_softmax(logits, -1).gather(1, torch.tensor(tokens)[:, None])[:, 0]
+
+
 def perturbed_lora(policy: Policy, seed: int):
     """A rank-8 adapter whose B matrices are random, so it changes the model's outputs."""
     model = apply_lora(policy.model, LoraSettings(rank=8))
@@ -91,11 +98,8 @@ def test_sampling_returns_token_ids_and_logprobs_that_match_transformers(server,
     for prompt, sample in zip(prompts, samples):
         assert 0 < len(sample.token_ids) <= 16 and len(sample.logprobs) == len(sample.token_ids)
         assert all(0 <= t < vocab for t in sample.token_ids) and all(lp <= 0 for lp in sample.logprobs)
-        ids = torch.tensor([prompt + sample.token_ids])
-        with torch.no_grad():
-            logits = policy.model(ids).logits[0, len(prompt) - 1:-1].float()
-        ours = torch.log_softmax(logits, -1).gather(1, torch.tensor(sample.token_ids)[:, None])[:, 0]
-        gaps.append((ours - torch.tensor(sample.logprobs)).abs().mean().item())
+        gaps.append((policy_logprobs(policy, prompt, sample.token_ids) - torch.tensor(sample.logprobs)).abs()
+                    .mean().item())
     # bf16 on the server vs float32 here: issue 14 measured about 0.05 nats
     assert sum(gaps) / len(gaps) < 0.15, gaps
     backend.close()
@@ -113,12 +117,8 @@ def test_the_trainer_measures_and_corrects_a_real_vllm_samplers_mismatch(server,
     prompts = prompt_ids(policy)
     samples = backend.sample(prompts, max_new_tokens=16, temperature=1.0)
     backend.close()
-    ours = []
-    for prompt, sample in zip(prompts, samples):
-        with torch.no_grad():
-            logits = policy.model(torch.tensor([prompt + sample.token_ids])).logits[0, len(prompt) - 1:-1].float()
-        ours.append(torch.log_softmax(logits, -1).gather(1, torch.tensor(sample.token_ids)[:, None])[:, 0])
-    gap = torch.cat([o - torch.tensor(s.logprobs) for o, s in zip(ours, samples)])
+    gap = torch.cat([policy_logprobs(policy, p, s.token_ids) - torch.tensor(s.logprobs)
+                     for p, s in zip(prompts, samples)])
     batch = [TrainSample(p, s.token_ids, list(s.logprobs), advantage=1.0 if i % 2 else -1.0)
              for i, (p, s) in enumerate(zip(prompts, samples))]
     trained = copy.deepcopy(policy.model)  # the step moves its weights; later tests serve the plain model
