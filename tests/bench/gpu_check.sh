@@ -39,14 +39,16 @@ echo "gpu tests: $(tail -1 "$work/tests.txt")" >&2
 bench lora16 --lora-rank 16 --lr 2e-4
 bench full --lora-rank 0 --lr 1e-6
 bench lora16_static --lora-rank 16 --lr 2e-4 --generation hf_static --only rlab
-timeout 150 "$PY" -m rlab.engine.cli run --headless --config "$task/run.toml" --device "$DEVICE" \
-  --max-seconds "$SECONDS_TO_LEARN" --eval-every 5 --db "$work/learn.db" > "$work/learn.json" 2> "$work/learn.err" \
-  || echo '{"error": "the learning run failed; see learn.err"}' > "$work/learn.json"
+learn() {  # NAME LIMIT ARGS...: run.toml learning for $SECONDS_TO_LEARN (killed after LIMIT s) into $work/NAME.{db,json}
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" "$PY" -m rlab.engine.cli run --headless --config "$task/run.toml" --device "$DEVICE" \
+    --max-seconds "$SECONDS_TO_LEARN" --eval-every 5 --db "$work/$name.db" "$@" > "$work/$name.json" \
+    2> "$work/$name.err" \
+    || echo "{\"error\": \"the learning run failed; see $name.err\"}" > "$work/$name.json"
+}
+learn learn 150
 if [[ -n "${RLAB_VLLM_PYTHON:-}" ]] || "$PY" -c "import vllm" 2>/dev/null; then
-  timeout 300 "$PY" -m rlab.engine.cli run --headless --config "$task/run.toml" --device "$DEVICE" --backend vllm \
-    --max-seconds "$SECONDS_TO_LEARN" --eval-every 5 --db "$work/learn_vllm.db" > "$work/learn_vllm.json" \
-    2> "$work/learn_vllm.err" \
-    || echo '{"error": "the vLLM learning run failed; see learn_vllm.err"}' > "$work/learn_vllm.json"
+  learn learn_vllm 300 --backend vllm
 else
   echo '{"skipped": "no vllm here: pip install vllm, or set RLAB_VLLM_PYTHON"}' > "$work/learn_vllm.json"
 fi
