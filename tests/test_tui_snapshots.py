@@ -8,11 +8,15 @@ and look at the SVGs in tests/__snapshots__/test_tui_snapshots/.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
+from textual.widgets import DataTable
 
 from fixtures.smalldb import build_small_db
 from rlab.tui.app import RolloutLabApp
+from rlab.tui.dashboard import DashboardScreen
+from rlab.tui.runs import RunsScreen
 
 SIZE = (120, 40)
 
@@ -23,8 +27,14 @@ def db(tmp_path):
     return path, build_small_db(path)
 
 
-def settled(*keys: str):
-    """A run_before hook: wait for data and drawn plots, press ``keys``, wait again."""
+def settled(*steps: str | Callable[[RolloutLabApp], bool]):
+    """A run_before hook: wait for data and drawn plots, then take ``steps`` in order (a
+    string: press that key; a callable: wait until it is true of the app), wait again.
+
+    A fixed pause after a key is not enough on a loaded machine (CI): a screen fills its
+    table from a worker, and a dashboard redraw that meets a poll holding the feed's lock
+    waits for the next tick; so a step that needs such a state waits for it by name.
+    """
 
     async def run_before(pilot) -> None:
         app = pilot.app
@@ -41,8 +51,11 @@ def settled(*keys: str):
         # caught up: a poll that brought nothing new, and every table and plot drawn
         # (on a loaded machine the first polls may split the file's history)
         await wait(lambda: _quiet(app.latest_poll) and not app.screen_stack[1]._dirty)
-        for key in keys:
-            await pilot.press(key)
+        for step in steps:
+            if callable(step):
+                await wait(lambda: step(app))
+                continue
+            await pilot.press(step)
             await pilot.pause(0.1)
             await app.workers.wait_for_complete()
         await pilot.pause(0.3)
@@ -86,7 +99,19 @@ def test_dashboard_with_a_baseline(snap_compare, db):
     """r, p on the highlighted (latest) run gigpo-demo, back: its reward curves dotted."""
     path, ids = db
     app = RolloutLabApp(path, run_id=ids["demo"])
-    assert snap_compare(app, terminal_size=SIZE, run_before=settled("r", "p", "escape"))
+    assert snap_compare(app, terminal_size=SIZE,
+                        run_before=settled("r", _runs_listed, "p", "escape", _baseline_drawn))
+
+
+def _runs_listed(app: RolloutLabApp) -> bool:
+    """The runs screen is on top and its worker has filled the table (``p`` pins its cursor row)."""
+    return isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count > 0
+
+
+def _baseline_drawn(app: RolloutLabApp) -> bool:
+    """The dashboard is back on top with the pinned baseline read and its plots redrawn."""
+    screen = app.screen
+    return isinstance(screen, DashboardScreen) and screen.baseline is not None and not screen._dirty
 
 
 def test_metrics_view_filtered(snap_compare, db):
