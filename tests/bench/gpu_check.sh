@@ -22,16 +22,16 @@ OUT=${OUT:-.}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 task=examples/tasks/reasoning_gym_arithmetic
+failed() {  # NAME CODE LIMIT: a failed step's entry is its stderr's tail ($work, and its .err, stay on this box)
+  local name=$1 code=$2 limit=$3
+  if (( code == 124 )); then echo "timed out after $limit s" >> "$work/$name.err"; fi
+  printf '{"error": %s}\n' "$("$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()[-2000:]))' < "$work/$name.err")" > "$work/$name.json"
+}
 bench() {  # NAME ARGS...: one peer-bench JSON into $work/NAME.json (or its error)
   local name=$1; shift
   timeout 170 "$PY" tests/bench/peer_trl.py --model smollm2-135m --task "$task" --device "$DEVICE" \
     --max-new-tokens 24 --prompts-per-step 8 --group-size 8 --steps "$STEPS" --eval-size 64 \
-    --eval-every "$STEPS" "$@" > "$work/$name.json" 2> "$work/$name.err"
-  local code=$?
-  if (( code == 124 )); then echo "timed out after 170 s" >> "$work/$name.err"; fi
-  if (( code != 0 )); then
-    printf '{"error": %s}\n' "$("$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()[-2000:]))' < "$work/$name.err")" > "$work/$name.json"
-  fi
+    --eval-every "$STEPS" "$@" > "$work/$name.json" 2> "$work/$name.err" || failed "$name" $? 170
 }
 
 "$PY" -m pytest -q -o addopts= tests/test_gpu.py > "$work/tests.txt" 2>&1
@@ -43,8 +43,7 @@ learn() {  # NAME LIMIT ARGS...: run.toml learning for $SECONDS_TO_LEARN (killed
   local name=$1 limit=$2; shift 2
   timeout "$limit" "$PY" -m rlab.engine.cli run --headless --config "$task/run.toml" --device "$DEVICE" \
     --max-seconds "$SECONDS_TO_LEARN" --eval-every 5 --db "$work/$name.db" "$@" > "$work/$name.json" \
-    2> "$work/$name.err" \
-    || echo "{\"error\": \"the learning run failed; see $name.err\"}" > "$work/$name.json"
+    2> "$work/$name.err" || failed "$name" $? "$limit"
 }
 learn learn 150
 if [[ -n "${RLAB_VLLM_PYTHON:-}" ]] || "$PY" -c "import vllm" 2>/dev/null; then
