@@ -38,6 +38,11 @@ def test_a_canonical_call_parses_and_renders_back_to_the_same_text():
     ('<tool_call>{"name": "add", "arguments": [1, 2]}</tool_call>', "must be an object"),
     ('<tool_call>{"name": "add", "arguments": "{oops"}</tool_call>', "not a JSON object"),
     ('<tool_call>{"name": "add", "arguments": {"a": 1', "not closed"),
+    ('<tool_call>{"name": "add", "arguments": {"a": "x}</tool_call>', "Unterminated string starting at character"),
+    # legal JSON that Python's json module cannot take (issue 59): each is the turn's error, not the run's
+    ('<tool_call>{"name": "add", "arguments": {"a": ' + "[" * 1000 + "]" * 1000 + "}}</tool_call>", "too deeply"),
+    ('<tool_call>{"name": "add", "arguments": {"a": ' + "7" * 4301 + "}}</tool_call>", "4300 digits"),
+    ('<tool_call>{"name": "add", "arguments": {"a": "\\ud800"}}</tool_call>', "lone surrogate"),
 ])
 def test_a_malformed_call_is_a_call_with_a_problem_never_an_exception(text, problem):
     [call] = parse_turn(text).calls

@@ -89,9 +89,31 @@ def _parse_block(body: str) -> list[ParsedCall]:
     try:
         value = json.loads(body)
     except json.JSONDecodeError as err:
-        return [ParsedCall("", {}, f"the tool call is not valid JSON ({err.msg} at character {err.pos})")]
+        return [ParsedCall("", {}, f"the tool call is not valid JSON ({_where(err)})")]
+    except RecursionError:  # legal JSON nested past Python's stack: a BPE token holds many '['
+        return [ParsedCall("", {}, "the tool call nests its JSON too deeply")]
+    except ValueError as err:  # legal JSON Python will not read, e.g. an integer past 4,300 digits
+        return [ParsedCall("", {}, f"the tool call's JSON cannot be read ({str(err).split(';')[0]})")]
+    if not _is_text(value):
+        return [ParsedCall("", {}, "the tool call holds a lone surrogate escape (such as \\ud800), "
+                                   "which is not text")]
     items = value if isinstance(value, list) and value else [value]
     return [_parse_call(item) for item in items]
+
+
+def _where(err: json.JSONDecodeError) -> str:
+    """json's message and position in one phrase ("Unterminated string starting at" ends in "at")."""
+    return f"{err.msg.removesuffix(' at')} at character {err.pos}"
+
+
+def _is_text(value: Any) -> bool:
+    """Whether every string in the parsed ``value`` can be written as UTF-8: JSON's
+    ``"\\ud800"`` decodes to a lone surrogate, which no hash, file or store can take."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _parse_call(item: Any) -> ParsedCall:
