@@ -46,3 +46,23 @@ async def test_the_inspector_marks_calls_results_and_errors(agent_db):
         assert "assistant · turn 0" in text and "→ call multiply(a=\"two\")" in text
         assert "✗ multiply" in text and "error: bad arguments for multiply" in text
         assert "← add · 0.001 s" in text and "assistant · turn 2" in text
+
+
+def test_the_inspector_marks_a_call_that_did_not_parse():
+    """Issue 59, item 7: the malformed call's answer (a ``user`` error message) is marked ``✗``
+    as the group view marks it, not shown as a user's turn."""
+    problem = "the tool call is not valid JSON (Expecting value at character 1); write <tool_call>..."
+    trajectory = {
+        "messages": [{"role": "user", "content": "What is 2 * 3?"},
+                     {"role": "assistant", "content": "<tool_call>{oops}</tool_call>"},
+                     {"role": "user", "content": f"error: {problem}"},
+                     {"role": "user", "content": "error: an error the user wrote is theirs"},
+                     {"role": "assistant", "content": "6"}],
+        "calls": [{"turn": 0, "idx": 0, "call_id": "call_0_0", "name": "", "arguments": {}, "result": "",
+                   "error": problem, "seconds": 0.0}],
+    }
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(conversation(trajectory))
+    text = console.export_text()
+    assert "✗ call did not parse\nerror: the tool call is not valid JSON" in text
+    assert "user\nerror: an error the user wrote is theirs" in text  # one failed call, one mark

@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
+from rlab.store.records import TOOL_ERROR_PREFIX
 from rlab.store.tokens import unpack, unpack_logprobs
 from rlab.engine.cli.formatting import fmt, message_call_line
 from rlab.tui.view import NavScreen, View
@@ -137,6 +138,7 @@ def conversation(traj: dict) -> RichGroup:
     (``✗`` for an error) with the call's seconds."""
     turns = traj.get("turns") or []
     calls = {c["call_id"]: c for c in traj.get("calls") or []}
+    unparsed: list[dict] = []  # the last turn's calls that did not parse, answered by ``user`` errors
     lines: list = []
     messages = traj.get("messages") or [{"role": "user", "content": traj.get("prompt", "")},
                                          {"role": "assistant", "content": traj.get("completion", "")}]
@@ -146,6 +148,9 @@ def conversation(traj: dict) -> RichGroup:
         role = message.get("role", "?")
         if role == "tool":
             lines.extend(_tool_result(message, calls.get(str(message.get("tool_call_id")))))
+            continue
+        if role == "user" and unparsed and str(message.get("content") or "").startswith(TOOL_ERROR_PREFIX):
+            lines.extend(_unparsed_call(message, unparsed.pop(0)))
             continue
         # the turn's number, unless its GiGPO line below says it
         numbered = role == "assistant" and several and t >= len(turns)
@@ -158,6 +163,8 @@ def conversation(traj: dict) -> RichGroup:
                 f"A^E {fmt(turn['adv_episode'], '+.3f')} · A^S {fmt(turn['adv_step'], '+.3f')} · "
                 f"A {fmt(turn['advantage'], '+.3f')} · anchor {turn['anchor_id']} "
                 f"(size {turn['anchor_size']})", style=advantage_style(turn["advantage"])))
+        if role == "assistant":
+            unparsed = [c for c in traj.get("calls") or [] if c["turn"] == t and not c["name"]]
         t += role == "assistant"
         if message.get("content") or not message.get("tool_calls"):
             lines.append(Text(str(message.get("content") or "")))
@@ -174,6 +181,13 @@ def _tool_result(message: dict, call: dict | None) -> list[Text]:
     head = Text(f"{'✗' if failed else '←'} {message.get('name') or 'tool'}{took}",
                 style="bold red" if failed else "bold magenta")
     return [head, Text(str(message.get("content") or ""), style="red" if failed else ""), Text("")]
+
+
+def _unparsed_call(message: dict, call: dict) -> list[Text]:
+    """The answer to a call that did not parse: ``✗ call did not parse`` and what the policy was
+    told, in red (a ``user`` message: the call named no tool a ``tool`` message could answer)."""
+    return [Text("✗ call did not parse", style="bold red"),
+            Text(str(message.get("content") or ""), style="red"), Text("")]
 
 
 def summary_text(traj: dict) -> Text:
