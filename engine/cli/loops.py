@@ -38,8 +38,8 @@ def add_parsers(sub: Subparsers) -> None:
     compare.add_argument("--flips", type=at_least(0), default=20, metavar="N",
                          help="list at most N flipped examples (%(default)s; 0 lists none; --json and --out keep all)")
     compare.add_argument("--from-step", type=at_least(0), metavar="N",
-                         help="two training branches (a fork and its parent): their held-out pass@1 at the steps "
-                         "after N both evaluated (default for a fork: its fork step)")
+                         help="two training runs (a fork and its parent, two arms): their held-out pass@1 at the "
+                         "steps after N both evaluated (default: a fork's fork step, else 0)")
     inspect = sub.add_parser("inspect", help="a run's worst (or failing) trajectories")
     inspect.add_argument("run")
     inspect.add_argument("--only-fails", action="store_true",
@@ -107,7 +107,16 @@ def cmd_loop(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``rlab compare``: exit 1 when the runs are not comparable (unless --force)."""
+    """``rlab compare``: exit 1 when the runs are not comparable (unless --force).
+
+    Two training runs compare by their held-out evals at matched steps (after the fork
+    step for a fork and its parent, else after ``--from-step``, 0 by default); other
+    runs by the examples both measured.
+
+    Raises:
+        CliError: the same run twice, or no numbers to show (no matched held-out step,
+            a training run beside a measurement, no shared example), with the fix.
+    """
     from rlab.engine.evaluation.artifacts import write_artifacts
     from rlab.engine.evaluation.branches import fork_step
     from rlab.engine.evaluation.compare import compare_runs
@@ -117,11 +126,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     with StoreReader(existing_run_file(args.db)) as reader:
         rows = resolve_run(reader, args.run_a), resolve_run(reader, args.run_b)
-        if args.from_step is not None or (fork_step(*rows) is not None
-                                          and all(r["kind"] == "train" for r in rows)):
-            return _compare_branches(args, reader)
+        if rows[0]["id"] == rows[1]["id"]:
+            raise CliError(f"{args.run_a!r} and {args.run_b!r} are the same run ({rows[0]['name']}); compare it "
+                           "with another run (rlab runs lists them)")
+        if args.from_step is not None or all(r["kind"] == "train" for r in rows):
+            # two training runs that are not a fork and its parent started alike: every step both evaluated
+            start = args.from_step if args.from_step is not None else fork_step(*rows) or 0
+            return _compare_branches(args, reader, start)
         comparison = compare_runs(reader, args.run_a, args.run_b, force=args.force)
         manifests = {"a": rows[0]["manifest"], "b": rows[1]["manifest"]}
+    if comparison.paired is None and (comparison.comparable or args.force):
+        raise CliError(f"runs {comparison.run_a['name']!r} and {comparison.run_b['name']!r}: {comparison.reason}")
     result = comparison.to_json()
     if args.out is not None:
         write_artifacts(args.out, summary=result, manifest=manifests)
@@ -138,13 +153,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_branches(args: argparse.Namespace, reader: StoreReader) -> int:
-    """A fork and its parent (or two training runs from ``--from-step``) at matched held-out steps."""
+def _compare_branches(args: argparse.Namespace, reader: StoreReader, start: int) -> int:
+    """Two training runs (a fork and its parent, say) at the held-out steps after ``start`` both evaluated.
+
+    Raises:
+        CliError: no such step in a comparable pair (nothing to show), with the fix.
+    """
     from rlab.engine.evaluation.artifacts import write_artifacts
     from rlab.engine.evaluation.branches import compare_branches
     from rlab.engine.cli.reports import branches_report, show
 
-    comparison = compare_branches(reader, args.run_a, args.run_b, args.from_step, force=args.force)
+    comparison = compare_branches(reader, args.run_a, args.run_b, start, force=args.force)
+    if not comparison.steps and (comparison.comparable or args.force):
+        raise CliError(f"runs {comparison.run_a['name']!r} and {comparison.run_b['name']!r}: {comparison.reason}")
     result = comparison.to_json()
     if args.out is not None:
         write_artifacts(args.out, summary=result)

@@ -128,7 +128,8 @@ def compare_branches(reader: StoreReader, run_a: str | int, run_b: str | int, fr
     matched = sorted(evals_a.keys() & evals_b.keys())
     if not matched:
         result.reason = (f"no step after {start} has a held-out eval in both runs (each evaluates every "
-                         "--eval-every steps; train them on, or give both the same --eval-every)")
+                         "--eval-every steps; train them on, give both the same --eval-every, or measure a "
+                         "checkpoint of each with rlab eval --checkpoint RUN@STEP and compare those eval runs)")
         return result
     result.steps = [_matched(step, evals_a[step], evals_b[step]) for step in matched]
     examples = sorted({k for s in matched for k in evals_a[s].keys() & evals_b[s].keys()}, key=str)

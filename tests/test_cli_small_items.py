@@ -1,0 +1,72 @@
+"""Issue 59's small command-line items: compare, export summary, fork, set, stop, a paused run's beat."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlab.engine.cli.main import main
+from rlab.store.writer import StoreWriter
+
+MANIFEST = {"dataset": {"name": "calc", "eval_sha256": "ab" * 32}, "prompt": {"system": "Use the tools."},
+            "scorer": {"success": "correct >= 1"}, "tools": {"offered": True}}
+CONFIG = {"eval_size": 4, "max_new_tokens": 8, "seed": 0}
+EXAMPLES = ["e0", "e1", "e2", "e3"]
+
+
+def _trained(writer: StoreWriter, name: str, evals: dict[int, list[int]], *, offered: bool = True) -> int:
+    """A training run whose held-out evals at each step of ``evals`` passed those examples (1 / 0)."""
+    run_id = writer.start_run(name, "calculator", CONFIG, {**MANIFEST, "tools": {"offered": offered}})
+    for step, passed in evals.items():
+        writer.write_event(run_id, "eval", {"example_ids": EXAMPLES, "passed": passed}, step=step)
+    writer.set_status(run_id, "finished")
+    return run_id
+
+
+@pytest.fixture
+def arms(tmp_path):
+    """Two training arms started alike (neither a fork of the other), and a third that never evaluated."""
+    db = tmp_path / "arms.db"
+    with StoreWriter(db) as writer:
+        _trained(writer, "calc-tools", {0: [0, 0, 0, 0], 10: [1, 1, 0, 1], 20: [1, 1, 1, 1]})
+        _trained(writer, "calc-notools", {0: [0, 0, 0, 0], 10: [0, 0, 0, 0], 20: [0, 1, 0, 0]}, offered=False)
+        _trained(writer, "no-evals", {})
+    return db
+
+
+def _rlab(capsys, *args) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compare_two_training_arms_pairs_their_held_out_evals(arms, capsys):
+    """README's `rlab compare` of two arms printed "trained (kind train): ... not a measurement" and exited 0."""
+    code, out, err = _rlab(capsys, "compare", "calc-tools", "calc-notools", "--db", arms, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["comparable"] and result["from_step"] == 0
+    assert [(s["step"], s["pass_at_1_a"], s["pass_at_1_b"]) for s in result["steps"]] == [(10, 0.75, 0.0),
+                                                                                          (20, 1.0, 0.25)]
+    assert [d["field"] for d in result["treatments"]] == ["tools.offered"]
+    code, out, err = _rlab(capsys, "compare", "calc-tools", "calc-notools", "--db", arms)
+    assert code == 0 and "held-out pass@1 at the steps after 0 both evaluated" in out, err
+
+
+def test_compare_with_nothing_to_pair_is_one_error_line_naming_the_fix(arms, capsys):
+    code, out, err = _rlab(capsys, "compare", "calc-tools", "no-evals", "--db", arms)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("rlab: error: runs 'calc-tools' and 'no-evals': no step after 0 has a held-out eval")
+    assert "--eval-every" in line and "rlab eval --checkpoint RUN@STEP" in line
+    code, out, err = _rlab(capsys, "compare", "calc-tools", "calc-notools", "--from-step", "20", "--db", arms)
+    assert code == 2 and out == "" and "no step after 20" in err
+
+
+def test_compare_of_a_run_with_itself_is_refused(arms, capsys):
+    code, out, err = _rlab(capsys, "compare", "calc-tools", "1", "--db", arms)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert line == ("rlab: error: 'calc-tools' and '1' are the same run (calc-tools); compare it with another run "
+                    "(rlab runs lists them)")
