@@ -48,6 +48,7 @@ from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, Sc
 from rlab.engine.rewards.signatures import log_reward_styles
 from rlab.engine.session import Parts, RunRewards, Session, build_parts, recorder_of, run_dir
 from rlab.engine.success import SuccessRule
+from rlab.engine.train.building import building
 from rlab.engine.train.checkpoint import CheckpointError, load_checkpoint
 from rlab.engine.train.warm_start import ensure_tiny_model
 from rlab.engine.types import Scenario
@@ -72,7 +73,12 @@ def start(config: RunConfig) -> Session:
         return _resume(plan_resume(config))
     scenario = load_scenario(config.scenario, config.task)
     config = config.with_run_defaults(scenario.run_defaults)
-    model_dir = resolve_model(config.model) if config.model is not None else ensure_tiny_model(scenario, seed=config.seed)
+    config = config.model_copy(update={"name": config.name or default_run_name(scenario.name)})
+    if config.model is not None:
+        model_dir = resolve_model(config.model)
+    else:
+        with building(config.db, str(config.name)):  # rlab stop and the TUI's quit find a build of minutes
+            model_dir = ensure_tiny_model(scenario, seed=config.seed)
     config = real_model_defaults(config, model_dir)
     _seed_everything(config.seed)
     parts = build_parts(config, scenario, model_dir)
@@ -96,7 +102,7 @@ def _seed_everything(seed: int) -> None:
 
 def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:
     """The new run's files and store rows, once its reward file and success function check out."""
-    name = config.name or default_run_name(scenario.name)
+    name = str(config.name)  # chosen in start(), before a build, so the build is found by it
     files = run_dir(config.db, name)
     files.mkdir(parents=True, exist_ok=True)
     reward_file = files / "rewards.py"

@@ -30,13 +30,11 @@ dashboard's first tables would be filled after the screen was already drawn).
 from __future__ import annotations
 
 import gc
-import shlex
 import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
 from pydantic import ValidationError
-from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import Binding
@@ -50,11 +48,12 @@ from rlab.store.control import send_command
 from rlab.store.db import existing_run_file
 from rlab.store.reader import StoreReader
 from rlab.tui.dashboard import DashboardScreen
-from rlab.tui.dialogs import HelpScreen, QuitScreen, SearchScreen
+from rlab.tui.dialogs import HelpScreen, SearchScreen
 from rlab.tui.feed import FeedUpdate, Poll, RunFeed
 from rlab.store.filesize import FileGrowth
 from rlab.tui.readers import LockedReader
 from rlab.tui.change_dialogs import ChangeActions
+from rlab.tui.quit_actions import ACTIVE_STATUSES, QuitActions
 from rlab.tui.reward_actions import RewardActions
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineProgress, EngineStatus, EngineSupervisor
@@ -62,8 +61,6 @@ from rlab.tui.view import VIEWS, Cursor, NavScreen, View, ViewLoader, load_view_
 
 POLL_SECONDS = 0.25
 """How often the store is polled for new data (seconds)."""
-
-ACTIVE_STATUSES = ("running", "paused")
 
 NOTIFY_EVENTS = {"error": ("error", "engine error"), "judge_failed": ("warning", "judge failed"),
                  "reward_edit": ("information", "reward functions changed"),
@@ -75,7 +72,7 @@ MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "rewar
 """App actions that a dialog on top (quit, help, search) switches off."""
 
 
-class RolloutLabApp(RewardActions, ChangeActions, App):
+class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
     """Watch, pause, step and inspect a training run stored in a SQLite file.
 
     Args:
@@ -95,7 +92,8 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
             which run is the one it started).
         FileNotFoundError: no ``engine_cmd`` and no file at ``db_path``.
 
-    The reward-edit keys' actions (``e``, ``u``) are in :mod:`tui.reward_actions`.
+    The reward-edit keys' actions (``e``, ``u``) are in :mod:`tui.reward_actions`, ``q``'s in
+    :mod:`tui.quit_actions`.
     """
 
     CSS_PATH = "app.tcss"
@@ -431,31 +429,6 @@ class RolloutLabApp(RewardActions, ChangeActions, App):
         command_id = send_command(self.db_path, self.run_id, kind, payload)
         self.call_from_thread(self.notify, f"sent {kind}", timeout=2)
         return command_id
-
-    def action_quit_prompt(self) -> None:
-        """``q``: quit; while the run is active, ask whether to stop it first."""
-        if isinstance(self.screen, QuitScreen):
-            return
-        if (self.run_row or {}).get("status") not in ACTIVE_STATUSES:
-            self.exit()
-            return
-        self.push_screen(QuitScreen(), self._on_quit_choice)
-
-    @work(group="command")
-    async def _on_quit_choice(self, choice: str | None) -> None:
-        if choice == "stop":
-            worker = self.send("stop")
-            await worker.wait()
-            self.exit()
-        elif choice == "leave":
-            self.exit(message=self._left_running())
-
-    def _left_running(self) -> Text:
-        """What the terminal shows once the TUI quit leaving the run running (Textual's exit message)."""
-        name = (self.run_row or {}).get("name") or self.run_name or str(self.run_id)
-        db, run = shlex.quote(str(self.db_path)), shlex.quote(name)
-        return Text(f"rlab: run {name} goes on; attach again with: rlab watch --db {db} {run} "
-                    f"(or stop it: rlab stop {run} --db {db})")
 
     def action_help(self) -> None:
         """``?``: the keys and what they do."""

@@ -15,12 +15,15 @@ log's last lines). The app hands it to the screens in its reactive
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlab.engine.paths import engine_log_path
 
+#: Seconds :meth:`EngineSupervisor.stop` waits for the engine to exit.
+STOP_WAIT_S = 10.0
 ENGINE_LOG_LINES = 8
 """Lines of the engine log shown when the engine dies before its run appears."""
 
@@ -113,6 +116,20 @@ class EngineSupervisor:
         finally:
             log.close()
         return self.process
+
+    @property
+    def running(self) -> bool:
+        """Whether the engine was spawned and has not exited."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, wait_s: float = STOP_WAIT_S) -> None:
+        """SIGTERM the engine and wait up to ``wait_s`` seconds for it to exit (a run records its
+        stop; a build ends at once: ``engine.train.building``). Blocks: call it off the UI thread."""
+        if self.process is None:
+            return
+        self.process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(wait_s)
 
     def check(self) -> EngineStatus | None:
         """What is new with the engine (reads its log: call it off the UI thread).

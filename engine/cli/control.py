@@ -8,10 +8,12 @@ the file, as space, ``n``, ``q`` and the reward editor do in the TUI.
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from rlab.engine.cli.errors import CliError
 from rlab.engine.cli.parsers import Command, Subparsers, add_db
+from rlab.engine.train.building import STOP_WAIT_S, Build, find_build, stop_build
 
 #: Commands that steer a live run from a shell, as space, n and q's "stop" do in the TUI.
 CONTROL_COMMANDS = {"pause": "pause a running run at its next step boundary",
@@ -24,11 +26,14 @@ CONTROL_COMMANDS = {"pause": "pause a running run at its next step boundary",
 def cmd_control(args: argparse.Namespace) -> int:
     """``rlab pause|resume|step|stop RUN``: queue the command for the run's engine (any process, any host
     that shares the file); the engine applies it at its next safe point. A pause of a paused run
-    sends nothing and says so."""
+    sends nothing and says so. ``stop`` also ends a run whose policy is still being built
+    (``engine.train.building``)."""
     from rlab.store.control import send_command
     from rlab.store.db import existing_run_file
     from rlab.store.reader import StoreReader, resolve_run
 
+    if args.command == "stop" and (build := find_build(Path(args.db), args.run)) is not None:
+        return _stop_build(build)
     with StoreReader(existing_run_file(args.db)) as reader:
         run = resolve_run(reader, args.run)
     if run["status"] not in ("running", "paused"):
@@ -40,6 +45,16 @@ def cmd_control(args: argparse.Namespace) -> int:
         return 0
     command_id = send_command(args.db, run["id"], args.command)
     print(f"sent {args.command} to run {run['name']} (command {command_id}, run {run['status']})")
+    return 0
+
+
+def _stop_build(build: Build) -> int:
+    """``rlab stop RUN`` while RUN's policy is still being built (no run row yet): end the build."""
+    if not stop_build(build):
+        raise CliError(f"the build of run {build.run} (process {build.pid}) did not end within "
+                       f"{STOP_WAIT_S:g} s of SIGTERM; end it with: kill -9 {build.pid}")
+    print(f"stopped the build of run {build.run} (process {build.pid}, building for "
+          f"{time.time() - build.started:.0f} s); the run was never started, so the run file is as it was")
     return 0
 
 
