@@ -36,11 +36,29 @@ _PER_STEP_SQL = (
     'FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
     "WHERE t.run_id = ? AND g.superseded = 0 GROUP BY t.step ORDER BY t.step"
 )
+# A trajectory without a verdict (its scoring errored) did not solve its task either.
 _FAILURE_SQL = (
-    "SELECT COALESCE(t.parse_status, 'unknown'), COUNT(*) FROM trajectories t "
-    'JOIN "groups" g ON g.id = t.group_id WHERE t.run_id = ? AND g.superseded = 0 '
-    "GROUP BY 1 ORDER BY 2 DESC"
+    'SELECT t.parse_status, COUNT(*) FROM trajectories t JOIN "groups" g ON g.id = t.group_id '
+    f"WHERE t.run_id = ? AND g.superseded = 0 AND NOT COALESCE({passed_sql()}, 0) GROUP BY 1"
 )
+
+
+def failure_mode(parse_status: object) -> str:
+    """What a trajectory that did not solve its task failed by: its reward's ``parse_status``,
+    ``wrong`` for an answer that parsed (``ok``) and was not right, ``unknown`` without one.
+    The one rule of an export's ``failure_modes`` and an eval's ``failures``."""
+    if parse_status == "ok":
+        return "wrong"
+    return str(parse_status) if parse_status else "unknown"
+
+
+def _failure_modes(conn: sqlite3.Connection, run_id: int) -> dict[str, int]:
+    """The run's failed trajectories (superseded ones left out) by :func:`failure_mode`, most first."""
+    counts: dict[str, int] = {}
+    for status, count in conn.execute(_FAILURE_SQL, [run_id]):
+        mode = failure_mode(status)
+        counts[mode] = counts.get(mode, 0) + count
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def list_runs(db_path: str | Path) -> list[RunSummaryRow]:
@@ -73,15 +91,19 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
       marks a reward without the judge's share (the verifier's alone),
       ``"ok"`` a judged one, null a group no judge ranked.
     - ``summary.json``: the run's kind; ``n``, ``pass_at_1`` and
-      ``mean_reward`` (a training run: trajectories, last held-out pass@1,
-      mean reward; an eval or select run: its stored summary, with
-      ``pass_at_k`` for select); ``success``: what counts as solved (the
+      ``mean_reward`` over one set of examples: a training run's last
+      held-out eval (``n`` its examples, ``eval_step`` its step; None
+      without one), an eval or select run's stored summary (with
+      ``pass_at_k`` for select); a training run's ``training``: its
+      ``trajectories`` (training samples), their ``pass_rate`` and
+      ``mean_reward``; ``success``: what counts as solved (the
       run's declared success function and threshold); per step, the number
       of trajectories, pass rate (fraction solved: ``store.reader.passed_sql``),
       reward mean, ``reward_std`` as TRL and the dashboard define it (the
       mean within-group std the run logged; None if it logged none) and
-      ``reward_std_all`` (the population std over all the step's rewards); the ``eval/pass_at_1`` series; counts of trajectories
-      by ``parse_status`` (failure modes).
+      ``reward_std_all`` (the population std over all the step's rewards); the ``eval/pass_at_1`` series;
+      ``failure_modes``: the exported trajectories that did not solve their task, counted by
+      :func:`failure_mode` (a wrong answer as ``wrong``, not by its parse status ``ok``).
     - ``manifest.json``: the manifest the engine stored at ``start_run``.
 
     Every string is scrubbed of credentials. Returns ``{"results",
@@ -98,6 +120,7 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
     with StoreReader(db_path) as reader:
         row = resolve_run(reader, run)
         series = reader.step_series(row["id"])
+        metrics = reader.step_metrics(row["id"])
     secrets = secret_env_values()
     conn = connect(db_path, read_only=True)
     try:
@@ -105,7 +128,7 @@ def export_run(db_path: str | Path, run: int | str, out_dir: str | Path) -> dict
         paths = {
             "results": _write_results(conn, row["id"], out_dir / "results.jsonl", secrets),
             "summary": _write_json(out_dir / "summary.json",
-                                   _summary(conn, row, series), secrets),
+                                   _summary(conn, row, series, metrics), secrets),
             "manifest": _write_json(out_dir / "manifest.json", row["manifest"], secrets),
         }
         conn.execute("COMMIT")
@@ -129,7 +152,9 @@ def _write_results(conn: sqlite3.Connection, run_id: int, path: Path,
     return path
 
 
-def _summary(conn: sqlite3.Connection, run: RunRow, series: list[dict]) -> dict:
+def _summary(conn: sqlite3.Connection, run: RunRow, series: list[dict], metrics: list[dict]) -> dict:
+    """``summary.json`` (:func:`export_run`): ``series`` and ``metrics`` are the run's
+    ``StoreReader.step_series`` and ``step_metrics``."""
     steps = []
     trl_std = {s["step"]: s.get("reward_std") for s in series}
     for step, count, passed, mean, mean_sq in conn.execute(_PER_STEP_SQL, [run["id"]]):
@@ -139,23 +164,45 @@ def _summary(conn: sqlite3.Connection, run: RunRow, series: list[dict]) -> dict:
     trajectories = sum(s["trajectories"] for s in steps)
     evals = [{"step": s["step"], "value": s["eval/pass_at_1"]}
              for s in series if s["eval/pass_at_1"] is not None]
-    rewarded = [s for s in steps if s["reward_mean"] is not None]
     return {
         "run": {key: run[key] for key in ("id", "name", "kind", "scenario", "status", "created_at",
                                           "ended_at", "last_step")},
-        # n / pass_at_1 / mean_reward for every kind; an eval or select run's
-        # own summary (written by the loop) replaces them below.
-        "n": trajectories,
-        "pass_at_1": evals[-1]["value"] if evals else None,
-        "mean_reward": (sum(s["reward_mean"] * s["trajectories"] for s in rewarded)
-                        / sum(s["trajectories"] for s in rewarded)) if rewarded else None,
+        # n / pass_at_1 / mean_reward over one set of examples for every kind: a training run's
+        # last held-out eval (its training samples are another population: "training");
+        # an eval or select run's own summary (written by the loop) replaces them below.
+        **_last_eval(evals, metrics),
+        **({"training": _training(steps)} if run["kind"] == "train" else {}),
         "success": success_rule(run),
         "trajectories": trajectories,
         "steps": steps,
         "eval_pass_at_1": evals,
-        "failure_modes": dict(conn.execute(_FAILURE_SQL, [run["id"]]).fetchall()),
+        "failure_modes": _failure_modes(conn, run["id"]),
         **(run.get("summary") or {}),
     }
+
+
+def _training(steps: list[dict]) -> dict:
+    """A training run's own samples (``steps``: :func:`_summary`'s per-step figures): how many
+    ``trajectories``, their ``pass_rate`` and ``mean_reward`` (None without any)."""
+    trajectories = sum(s["trajectories"] for s in steps)
+    rewarded = [s for s in steps if s["reward_mean"] is not None]
+    return {"trajectories": trajectories,
+            "pass_rate": sum(s["pass_rate"] * s["trajectories"] for s in steps) / trajectories if steps else None,
+            "mean_reward": (sum(s["reward_mean"] * s["trajectories"] for s in rewarded)
+                            / sum(s["trajectories"] for s in rewarded)) if rewarded else None}
+
+
+def _last_eval(evals: list[dict], metrics: list[dict]) -> dict:
+    """``n`` (examples), ``pass_at_1``, ``mean_reward`` and ``eval_step`` of the run's last
+    held-out eval, from its step's metrics; each None without one (or without the figure:
+    runs stored before ``eval/num_examples`` was logged)."""
+    if not evals:
+        return {"n": None, "pass_at_1": None, "mean_reward": None, "eval_step": None}
+    last = evals[-1]
+    logged = next((m for m in metrics if m["step"] == last["step"]), {})
+    n = logged.get("eval/num_examples")
+    return {"n": None if n is None else int(n), "pass_at_1": last["value"],
+            "mean_reward": logged.get("eval/reward"), "eval_step": last["step"]}
 
 
 def success_rule(run: RunRow) -> dict:

@@ -70,3 +70,38 @@ def test_compare_of_a_run_with_itself_is_refused(arms, capsys):
     [line] = err.strip().splitlines()
     assert line == ("rlab: error: 'calc-tools' and '1' are the same run (calc-tools); compare it with another run "
                     "(rlab runs lists them)")
+
+
+def _group(index: int, answers: list[tuple[str, float, bool | None]]):
+    """A single-turn group of (parse_status, reward, success) trajectories."""
+    from rlab.store.records import GroupRecord, TrajectoryRecord
+
+    trajectories = [TrajectoryRecord(index=i, messages=[{"role": "user", "content": "6*7?"},
+                                                        {"role": "assistant", "content": "42"}],
+                                     completion="42", reward=reward, components={"correct": reward or 0.0},
+                                     details={"parse_status": status}, advantage=0.0, reward_version=1,
+                                     success=success)
+                    for i, (status, reward, success) in enumerate(answers)]
+    return GroupRecord(index=index, example_id=f"ex-{index}", prompt="6*7?", trajectories=trajectories)
+
+
+def test_export_summary_says_what_each_figure_is_over(tmp_path, capsys):
+    """A training run's summary paired `n` (training trajectories) with `pass_at_1` (the last
+    held-out eval), and counted a wrong answer that parsed as failure mode "ok"."""
+    db = tmp_path / "t.db"
+    with StoreWriter(db) as writer:
+        run_id = writer.start_run("calc", "calculator", {"success": "correct"}, {})
+        writer.write_groups(run_id, 0, [_group(0, [("ok", 1.0, True), ("ok", 0.0, False), ("no_answer", 0.0, False),
+                                                   ("ok", 0.5, False)])])
+        writer.write_step(run_id, 0, {"reward": 0.375, "eval/pass_at_1": 0.25, "eval/num_examples": 8.0,
+                                      "eval/reward": 0.3})
+        writer.write_groups(run_id, 1, [_group(0, [("ok", 1.0, True), ("ok", 1.0, True), ("ok", 0.0, False),
+                                                   ("ok", 1.0, True)])])
+        writer.write_step(run_id, 1, {"reward": 0.75})
+        writer.set_status(run_id, "finished")
+    assert main(["export", "calc", "--db", str(db), "--out", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    # n, pass_at_1 and mean_reward: all over the last held-out eval, whose step is said
+    assert (summary["n"], summary["pass_at_1"], summary["mean_reward"], summary["eval_step"]) == (8, 0.25, 0.3, 0)
+    assert summary["training"] == {"trajectories": 8, "pass_rate": 4 / 8, "mean_reward": 4.5 / 8}
+    assert summary["failure_modes"] == {"wrong": 3, "no_answer": 1}  # the solved ones are no failure

@@ -39,7 +39,7 @@ def loop_report(kind: str, name: str, summary: dict[str, Any], artifacts: dict[s
                           f"{summary['selection_gap']:+.1%}"))
         parts.append(Text(summary["note"], style="italic"))
     if summary["failures"]:
-        failures = Table(title="failure modes (parse_status of failing trajectories)")
+        failures = Table(title="failure modes (failing trajectories by parse_status; a parsed wrong answer: wrong)")
         for column in ("status", "count", "e.g. example"):
             failures.add_column(column)
         for status, entry in summary["failures"].items():

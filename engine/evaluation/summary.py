@@ -9,6 +9,7 @@ import numpy as np
 from rlab.engine.evaluation.measure import Attempt
 from rlab.engine.evaluation.stats import mean_pass_at_k
 from rlab.engine.success import SuccessRule
+from rlab.store.export import failure_mode
 from rlab.store.errors import UsageError
 
 SELECTION_NOTE = ("the model did not change: selection draws N samples from the same policy and "
@@ -40,8 +41,9 @@ def summarize(examples: list[dict], attempts: list[list[Attempt]], success: Succ
     an attempt without a verdict, an errored score, counts as not solved),
     ``n`` (examples), ``samples_per_example``,
     ``pass_at_1`` (unbiased, the mean of c_i / n_i), ``mean_reward`` (over
-    every attempt), ``failures`` (parse status of failing attempts ->
-    ``{"count", "example_id"}`` of the first one) and, when ``ks`` is given
+    every attempt), ``failures`` (failing attempts by ``store.export.failure_mode``,
+    their parse status with a wrong answer as ``wrong`` -> ``{"count", "example_id"}``
+    of the first one) and, when ``ks`` is given
     (loop B), ``pass_at_k`` ({"k": value}, Chen et al. 2021 eq. 1),
     ``best_of_n`` (mean best reward, share of examples whose best passes),
     ``selection_gap`` (pass@N - pass@1) and ``note`` (the model did not change).
@@ -55,7 +57,7 @@ def summarize(examples: list[dict], attempts: list[list[Attempt]], success: Succ
     for example, row in zip(examples, attempts):
         for attempt in row:
             if not passed(attempt):
-                status = str(attempt.score.details.get("parse_status") or "unknown")
+                status = failure_mode(attempt.score.details.get("parse_status"))
                 entry = failures.setdefault(status, {"count": 0, "example_id": example["id"]})
                 entry["count"] += 1
     summary: dict[str, Any] = {
