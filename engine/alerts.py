@@ -34,7 +34,8 @@ And for agents (a tool task's steps, ``store.stepstats.tool_stats``):
 - ``tool_loop``: many episodes call tools until the turn limit and never answer;
 - ``tool_errors``: the share of failed tool calls rises above its early level;
 - ``tool_abandon``: the policy stops calling its tools while the success rate
-  falls (it unlearned the tool, or found an answer the reward takes without it);
+  falls (it unlearned the tool, or found an answer the reward takes without it),
+  or stays at 0 (calling never paid: a policy that cannot use its tools yet);
 - ``tool_paid``: at the same success verdict, the reward rises with the number
   of calls: the rubric pays for calling, not for what the call achieved (a
   reward per call), whether or not the policy has found the loop yet.
@@ -394,13 +395,18 @@ class AlertWatch:
             return kind, None
         half = len(self._tool_trend) // 2
         early, late = list(self._tool_trend)[:half], list(self._tool_trend)[-half:]
-        use_fall = fmean(u for u, _ in early) - fmean(u for u, _ in late)
-        success_fall = fmean(s for _, s in early) - fmean(s for _, s in late)
-        if use_fall < th.tool_drop or success_fall < th.tool_success_drop:
+        early_use = fmean(u for u, _ in early)
+        use_fall, success_fall = early_use - fmean(u for u, _ in late), fmean(s for _, s in early) - fmean(s for _, s in late)
+        # a policy that never succeeded cannot lose success: its use halving (from 0.1 up) is the whole sign
+        never = all(s == 0 for _, s in self._tool_trend)
+        if not (never and early_use >= 0.1 and use_fall >= early_use / 2) and (
+                use_fall < th.tool_drop or success_fall < th.tool_success_drop):
             return kind, None
+        why = ("no trajectory succeeded: calling never paid, so RL unlearns it; warm-start the policy on more "
+               "transcripts that call the tools" if never else
+               f"the success rate fell {success_fall:.2f}: it is answering without them")
         return kind, Alert(kind, step, f"over {len(self._tool_trend)} steps the policy stopped calling its tools "
-                           f"(its use rate fell {use_fall:.2f}) while the success rate fell {success_fall:.2f}: it is "
-                           "answering without them", value=use_fall)
+                           f"(its use rate fell {use_fall:.2f}) while {why}", value=use_fall)
 
     def _tool_paid(self, step: int, groups: list[GroupStats]) -> tuple[str, Alert | None]:
         """Over the window, the reward per extra call at the same success verdict (a pooled

@@ -168,3 +168,19 @@ def test_the_tool_calls_of_messages_another_tool_wrote():
     assert [(c.turn, c.index, c.name, c.arguments, c.result) for c in calls] == [
         (0, 0, "search", {"q": "rl"}, "3 hits"), (0, 1, "open", {"raw": "not json"}, "")]
     assert tool_calls_of([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]) is None
+
+
+def test_tool_abandon_names_a_policy_that_stops_calling_before_it_ever_succeeded():
+    """Issue 59, item 3: a newcomer's one-tool task whose use fell 0.39 -> 0 by step 7 while
+    success stayed 0 raised no alert (tool_abandon waited for success to fall)."""
+    uses = [0.39, 0.3, 0.2, 0.1, 0.05, 0.02, 0.0, 0.0, 0.0, 0.0]
+
+    def fired(successes):
+        watch = AlertWatch(AlertThresholds())
+        return [(a.kind, a.step, a.message) for step, (use, ok) in enumerate(zip(uses, successes), start=1)
+                for a in watch.observe(step, {"tools/use_rate": use, "success_rate": ok}, [])
+                if a.kind == "tool_abandon"]
+
+    [(_, step, message)] = fired([0.0] * 10)
+    assert step == 10 and "no trajectory succeeded" in message and "transcripts" in message
+    assert fired([0.2] * 10) == []  # a policy that succeeds as before is not abandoning its tools
