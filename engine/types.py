@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # torch-backed; only the type is needed here
     from rlab.engine.policy.kv import PrefixCache
@@ -96,6 +96,14 @@ class TrainSample:
         return any(a != 0.0 and m for a, m in zip(self.advantages(), self.mask()))
 
 
+#: What went wrong with a tool call that failed in the tool process (``engine.tools.worker``):
+#: the policy named no tool or gave bad arguments (its turn is then ``invalid``); the tool
+#: raised, ran past its limit, returned too much, a credential or a value that is not JSON;
+#: the tools file did not load; the process died, answered out of turn, or failed itself.
+ToolErrorKind = Literal["unknown_tool", "bad_arguments", "raised", "timeout", "too_long", "credential",
+                        "unserialisable", "not_loaded", "died", "out_of_step", "internal"]
+
+
 @dataclass
 class ToolCall:
     """One tool call an assistant turn made, with what came back.
@@ -111,6 +119,9 @@ class ToolCall:
         policy saw it (a malformed call, an unknown tool, bad arguments, an
         exception, a time-out, an oversized or secret-bearing result).
     seconds: wall seconds the call took in the tool process (0.0 when it never ran).
+    kind: which failure ``error`` is (:data:`ToolErrorKind`), when the tool
+        process reported it; None for a call that returned, or one that
+        never reached the process (a malformed call, a run without tools).
     """
 
     id: str
@@ -119,6 +130,7 @@ class ToolCall:
     result: str = ""
     error: str | None = None
     seconds: float = 0.0
+    kind: ToolErrorKind | None = None
 
 
 @dataclass

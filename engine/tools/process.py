@@ -11,12 +11,20 @@ and checked for credentials. Whatever goes wrong is a
 :class:`~rlab.engine.types.ToolCall` with ``error`` set: the policy reads
 it, the step counts it, the run goes on.
 
+Each request carries a fresh id that its reply echoes. Tool code can write
+to the worker's reply pipe (an open file descriptor like any other); a line
+that is not the awaited reply replaces the process, so calls and answers
+never drift out of step: that call is told so, the next one gets a new
+process.
+
 This is isolation, not a security boundary: tools run as the user, with the
 user's files, network and environment. Run tools you would run yourself.
 """
 
 from __future__ import annotations
 
+import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +49,10 @@ class ToolsError(ValueError):
     """A task's tools that cannot be offered: the file does not load, or a tool has no schema.
 
     Raised before a run starts; the message names the file, the tool and the fix."""
+
+
+class _OutOfStep(Exception):
+    """The tool process wrote a line that is not the awaited reply (it has been killed)."""
 
 
 class ToolProcess:
@@ -71,8 +83,12 @@ class ToolProcess:
                 lacks type hints or argument descriptions.
         """
         if self._schemas is None:
-            reply = self.child.ask({"kind": "load", "source": self.source, "filename": str(self.file)},
-                                   LOAD_TIMEOUT_S)
+            try:
+                reply = self._ask({"kind": "load", "source": self.source, "filename": str(self.file)},
+                                  LOAD_TIMEOUT_S)
+            except _OutOfStep:
+                raise ToolsError(f"{self.file}: loading the tools wrote a line to the tool process's reply pipe; "
+                                 "write output with print (it goes to the log)") from None
             if reply is None:
                 died = self.child.exit_status
                 why = (f"did not finish within {LOAD_TIMEOUT_S:g} s" if died is None else
@@ -94,20 +110,50 @@ class ToolProcess:
         request = {"kind": "call", "source": self.source, "filename": str(self.file), "name": name,
                    "arguments": arguments, "timeout_s": self.timeout_s, "max_chars": self.result_chars}
         try:
-            reply = self.child.ask(request, self.timeout_s + 5.0)
+            reply = self._ask(request, self.timeout_s + 5.0)
+        except _OutOfStep:
+            return ToolCall(call_id, name, arguments, kind="out_of_step",
+                            error=f"the tool process answered {name} with a line that is not its reply (tool code "
+                                  "wrote to the worker's reply pipe), so it was replaced; call again")
         except ValueError:  # arguments that do not serialise cannot come from parsed JSON; kept for safety
-            reply = {"result": "", "error": f"the arguments of {name} are not JSON", "seconds": 0.0, "hung": False}
+            return ToolCall(call_id, name, arguments, error=f"the arguments of {name} are not JSON",
+                            kind="bad_arguments")
         if reply is None:
             died = self.child.exit_status
             error = (f"{name} did not return within {self.timeout_s:g} s" if died is None
                      else f"the tool process died while running {name} (exit status {died})")
-            return ToolCall(call_id, name, arguments, error=error, seconds=self.timeout_s if died is None else 0.0)
+            return ToolCall(call_id, name, arguments, error=error, seconds=self.timeout_s if died is None else 0.0,
+                            kind="timeout" if died is None else "died")
         if reply["hung"]:
             self.child.kill()  # the hung call's thread still runs in there
-        secrets = secret_env_values()
+        known = secret_env_values()
         error = reply["error"]
-        return ToolCall(call_id, name, arguments, result=scrub_text(reply["result"], secrets),
-                        error=None if error is None else scrub_text(error, secrets), seconds=float(reply["seconds"]))
+        return ToolCall(call_id, name, arguments, result=scrub_text(reply["result"], known),
+                        error=None if error is None else scrub_text(error, known), seconds=float(reply["seconds"]),
+                        kind=reply["kind"])
+
+    def _ask(self, request: dict[str, Any], wall_s: float) -> dict[str, Any] | None:
+        """Send ``request`` with a fresh id and wait up to ``wall_s`` seconds for the reply that echoes it.
+
+        Returns:
+            The reply, or None when the process died or gave no reply in time
+            (``UserCodeProcess.ask``; it is then killed).
+
+        Raises:
+            _OutOfStep: the next line was not that reply (not JSON, or another
+                id); the process is killed, so no stale line outlives it.
+            ValueError: the request is not JSON-serialisable.
+        """
+        # unguessable, so tool code that forges a reply cannot answer a later call with it
+        request_id = secrets.token_hex(8)
+        try:
+            reply = self.child.ask({**request, "id": request_id}, wall_s)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            reply = {}
+        if reply is not None and (not isinstance(reply, dict) or reply.get("id") != request_id):
+            self.child.kill()
+            raise _OutOfStep
+        return reply
 
     def close(self) -> None:
         """Stop the process (a later call starts a new one)."""
