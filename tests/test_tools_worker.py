@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from rlab.engine.tools.calls import call_text
+from rlab.engine.tools.episode import ToolEpisode
 from rlab.engine.tools.process import ToolProcess, ToolsError
 from rlab.engine.tools.worker import answer
 
@@ -300,3 +302,19 @@ def test_every_failure_has_its_kind(tools, name, arguments, kind):
     call = tools.call("c", name, arguments)
     assert call.kind == kind and (call.error is None) == (kind is None)
 
+
+def test_a_turn_is_invalid_by_the_errors_kind_not_by_its_words(tmp_path):
+    # a tool whose own failure reads like the policy's: the prefixes once decided, and wrongly
+    path = tmp_path / "tools.py"
+    path.write_text(f"def f(a: int) -> int:\n{DOC}\ndef g(a: int) -> int:\n{DOCSTRING}    raise ValueError()\n"
+                    "g.__name__ = 'bad arguments for'\nTOOLS = [f, g]\n")
+    process = ToolProcess(path)
+    try:
+        episode = ToolEpisode(process)
+        episode.reset({"prompt": "q"})
+        answers = episode.step(call_text("bad arguments for", {"a": 1}))[0]
+        assert answers[0]["content"].startswith("error: bad arguments for raised ValueError") and not episode.invalid
+        episode.step(call_text("f", {"a": "x"}))
+        assert episode.invalid and episode.last_calls[0].kind == "bad_arguments"
+    finally:
+        process.close()

@@ -27,7 +27,7 @@ from typing import Any
 
 from rlab.engine.tools.calls import FORMAT_HINT, answer_messages, assistant_message, parse_turn
 from rlab.engine.tools.process import ToolProcess
-from rlab.engine.tools.worker import BAD_ARGUMENTS, UNKNOWN_TOOL
+from rlab.engine.tools.worker import POLICY_ERRORS
 from rlab.engine.types import Example, Message, ToolCall
 
 #: What a call in a run without tools (``--no-tools``) is told.
@@ -68,7 +68,7 @@ class ToolEpisode:
                            for k, c in enumerate(parsed.calls)]
         self._turn += 1
         self.invalid = any(c.problem is not None for c in parsed.calls) or any(
-            c.error is not None and c.error.startswith((UNKNOWN_TOOL, BAD_ARGUMENTS)) for c in self.last_calls)
+            c.kind in POLICY_ERRORS for c in self.last_calls)
         self.last_message = assistant_message(parsed.content, self.last_calls)
         self._history += [[c.name, c.arguments, c.result, c.error] for c in self.last_calls]
         return answer_messages(self.last_calls), 0.0, not parsed.calls, self._key()
