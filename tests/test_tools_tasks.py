@@ -241,6 +241,27 @@ def test_a_task_folder_s_transcripts_warm_start_its_tiny_policy(tmp_path):
     assert all(context.startswith("tools: price(item), multiply(a, b)\nHow much is a lamp?\n") for context, _ in pairs)
 
 
+def test_a_tool_task_s_build_says_whether_its_policy_calls_its_tools(tmp_path, monkeypatch, capsys):
+    """Issue 59, item 3: the build's last lines said only "ready after N steps"; they now say
+    whether the policy calls its tools, and warn with the fix when it does not (two steps of
+    warm start cannot teach it)."""
+    from rlab.engine.train.warm_start import ensure_tiny_model
+
+    monkeypatch.setenv("RLAB_CACHE_DIR", str(tmp_path / "cache"))
+    call = {"id": "c", "type": "function", "function": {"name": "price", "arguments": json.dumps({"item": "lamp"})}}
+    transcript = [{"role": "user", "content": "How much is a lamp?"},
+                  {"role": "assistant", "content": "", "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": "c", "name": "price", "content": "23"},
+                  {"role": "assistant", "content": "23"}]
+    (tmp_path / "transcripts.jsonl").write_text(json.dumps({"messages": transcript}) + "\n")
+    task = get_scenario(str(_task(tmp_path, transcripts="transcripts.jsonl")))
+    task.warm_start_steps = 2
+    ensure_tiny_model(task, seed=0)
+    err = capsys.readouterr().err
+    assert "it called a tool in 0% of the episodes" in err and "solved 0%" in err
+    assert "warning:" in err and "raise warm_start_steps (now 2)" in err and "1 of 1 call one" in err
+
+
 def _tiny_policy(build_tokenizer):
     from transformers import LlamaForCausalLM
 

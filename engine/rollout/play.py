@@ -71,7 +71,8 @@ class HeldOut:
     id and verdict (True / False, None for no verdict), in order: what pairs
     two runs' evals example by example (``rlab compare --from-step``).
     tool_use_rate: a tool task's share of greedy episodes that called a tool
-    (nan for other tasks).
+    (nan for other tasks). tool_call_ok_rate: the share of those episodes' calls
+    that parsed and ran without an error (nan when none called).
     """
 
     pass_at_1: float
@@ -80,6 +81,7 @@ class HeldOut:
     num_examples: int
     outcomes: list[tuple[Any, bool | None]] = field(default_factory=list)
     tool_use_rate: float = math.nan
+    tool_call_ok_rate: float = math.nan
 
     def metrics(self) -> dict[str, float]:
         """As step metrics: ``eval/pass_at_1``, ``eval/reward``, ``eval/rewards/{name}/mean``
@@ -182,6 +184,9 @@ class Rollout:
         result = held_out(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()), success,
                           [example["id"] for example in examples])
         tooled = [t for t in rollouts.trajectories() if t.tools]
+        calls = [c for t in tooled for c in t.tool_calls]
         if tooled:
-            result = dataclasses.replace(result, tool_use_rate=float(np.mean([bool(t.tool_calls) for t in tooled])))
+            result = dataclasses.replace(result, tool_use_rate=float(np.mean([bool(t.tool_calls) for t in tooled])),
+                                         tool_call_ok_rate=float(np.mean([c.error is None for c in calls]))
+                                         if calls else math.nan)
         return result

@@ -33,7 +33,7 @@ import torch
 
 from rlab.engine.policy.tiny import MANIFEST_NAME, RECIPE_VERSION, embedded_dir, save_policy, scenario_model_key
 from rlab.engine.rewards.rubric import load_rubric
-from rlab.engine.train.warm_start import probe_pass_at_1, warm_start
+from rlab.engine.train.warm_start import probe, warm_start
 from rlab.scenarios import builtin_scenarios, get_scenario
 
 #: The seed shipped policies are built for (a run's default seed).
@@ -56,7 +56,7 @@ def build(name: str, out: Path, threads: int) -> dict:
     torch.set_num_threads(threads)
     scenario = get_scenario(name)
     result = warm_start(scenario, seed=SEED, target=scenario.warm_start_target, max_steps=scenario.warm_start_steps)
-    held_out = probe_pass_at_1(result.policy, scenario, scenario.eval_examples(), load_rubric(scenario.reward_file))
+    held_out = probe(result.policy, scenario, scenario.eval_examples(), load_rubric(scenario.reward_file)).pass_at_1
     shutil.rmtree(out, ignore_errors=True)
     save_policy(result.policy, out)
     manifest = {

@@ -9,6 +9,7 @@ shipped copy when it matches, else a cached build (built now if missing).
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
@@ -27,7 +28,7 @@ from rlab.engine.policy.tiny import (build_config, build_tokenizer, context_toke
                                      scenario_model_key, shipped_model_dir)
 from rlab.engine.config import RunConfig
 from rlab.engine.rewards.rubric import Rubric, load_rubric
-from rlab.engine.rollout.play import Rollout
+from rlab.engine.rollout.play import HeldOut, Rollout
 from rlab.engine.success import SuccessRule
 from rlab.engine.tools.calls import template_messages
 from rlab.engine.tools.process import ToolProcess
@@ -67,6 +68,8 @@ def ensure_tiny_model(scenario: Scenario, *, seed: int = 0) -> Path:
     except OSError:  # another process finished the same build first
         shutil.rmtree(partial, ignore_errors=True)
     print(f"rlab: {_build_result(scenario, built, path)}", file=sys.stderr, flush=True)
+    if isinstance(scenario, ToolScenario):
+        print(f"rlab: {_tool_report(scenario, built, seed)}", file=sys.stderr, flush=True)
     return path
 
 
@@ -91,6 +94,25 @@ def _build_result(scenario: Scenario, built: WarmStart, path: Path) -> str:
 
 
 
+def _tool_report(scenario: ToolScenario, built: WarmStart, seed: int) -> str:
+    """Whether the built policy calls its tools (its last probe, else a greedy probe of
+    :data:`REPORT_SIZE` train examples now), and a warning when it does not: RL can only
+    reward a call the policy makes."""
+    probed = built.probed or probe(built.policy, scenario, scenario.train_examples(seed)[:REPORT_SIZE],
+                                   load_rubric(scenario.reward_file))
+    use, ok = probed.tool_use_rate, probed.tool_call_ok_rate
+    report = (f"on {probed.num_examples} train examples, greedy, it called a tool in {use:.0%} of the episodes"
+              + ("" if math.isnan(ok) else f", {ok:.0%} of its calls parsed and ran")
+              + f", and solved {probed.pass_at_1:.0%}")
+    if use > 0 and ok > 0:
+        return report
+    calling = sum(any(m.get("role") == "assistant" and "tool_calls" in m for m in t)
+                  for t in scenario.sft_transcripts(seed))
+    return (f"warning: {report}: it does not call its tools yet, and RL cannot reward a call it never makes; "
+            f"raise warm_start_steps (now {scenario.warm_start_steps}) or give it more transcripts that call "
+            f"them ({calling} of {len(scenario.sft_transcripts(seed))} call one)")
+
+
 class WarmStartError(ModelLoadError):
     """The supervised warm start did not reach its probe target within its step budget.
 
@@ -100,11 +122,13 @@ class WarmStartError(ModelLoadError):
 
 @dataclass
 class WarmStart:
-    """A warm-started policy, the supervised steps it took and its last probe pass@1."""
+    """A warm-started policy, the supervised steps it took, its last probe pass@1 and that
+    probe's whole evaluation (a tool task's tool use with it; None when no probe ran)."""
 
     policy: Policy
     steps: int
     probe_pass_at_1: float | None
+    probed: HeldOut | None = None
 
 
 #: The warm-start recipe. A short linear warm-up and gradient clipping keep
@@ -120,6 +144,8 @@ WARM_BATCH = 64
 WARM_CLIP = 1.0
 PROBE_EVERY = 10
 PROBE_SIZE = 200
+#: Train examples of the probe that reports a tool task's tool use after a build without probes.
+REPORT_SIZE = 64
 
 
 def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps: int = 4000) -> WarmStart:
@@ -142,7 +168,7 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
     model = LlamaForCausalLM(build_config(len(tokenizer), context_tokens(scenario)))
     policy = Policy(model, tokenizer, "cpu")
     pairs = transcript_pairs(scenario, seed, policy) if isinstance(scenario, ToolScenario) else scenario.sft_pairs(seed)
-    probe = scenario.train_examples(seed)[:PROBE_SIZE]
+    probe_examples = scenario.train_examples(seed)[:PROBE_SIZE]
     rubric = load_rubric(scenario.reward_file)
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_LR, weight_decay=0.0)
@@ -152,7 +178,7 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
     bar = (tqdm(total=target, desc=f"building tiny model, until probe pass@1 {target:g}", file=sys.stderr,
                 bar_format="{desc}: {n:.2f}/{total:g} |{bar}| {elapsed} {postfix}")
            if target is not None else tqdm(total=max_steps, desc="building tiny model", file=sys.stderr, unit="step"))
-    score, best = None, 0.0
+    score, best, probed = None, 0.0, None
     for step in range(1, max_steps + 1):
         model.train()
         loss = _sft_loss(policy, rng.sample(pairs, min(WARM_BATCH, len(pairs))))
@@ -165,20 +191,21 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
             bar.update(1)
         near = score is not None and target is not None and score >= target / 2
         if target is not None and (near or step % PROBE_EVERY == 0):
-            score = probe_pass_at_1(policy, scenario, probe, rubric)
+            probed = probe(policy, scenario, probe_examples, rubric)
+            score = probed.pass_at_1
             best = max(best, score)
             bar.n = min(score, target)
             bar.set_postfix_str(f"step {step} of at most {max_steps}, loss {loss.item():.3f}")
             if score >= target:
                 bar.close()
-                return WarmStart(policy, step, score)
+                return WarmStart(policy, step, score, probed)
     bar.close()
     if target is not None:
         raise WarmStartError(
             f"the warm start of {scenario.name} reached probe pass@1 {best:.2f} < target {target} "
             f"in {max_steps} steps; raise the scenario's warm_start_steps or lower its warm_start_target"
         )
-    return WarmStart(policy, max_steps, score)
+    return WarmStart(policy, max_steps, score, probed)
 
 
 def transcript_pairs(scenario: ToolScenario, seed: int, policy: Policy) -> list[tuple[str, str]]:
@@ -234,13 +261,13 @@ def _sft_loss(policy: Policy, pairs: list[tuple[str, str]]) -> torch.Tensor:
     return (nll * mask[:, 1:]).sum() / mask[:, 1:].sum()
 
 
-def probe_pass_at_1(policy: Policy, scenario: Scenario, examples: list[dict], rubric: Rubric) -> float:
-    """Greedy pass@1 of ``policy`` on ``examples`` by the scenario's success rule:
-    the run's own held-out evaluation (``engine.rollout.play``), with an
+def probe(policy: Policy, scenario: Scenario, examples: list[dict], rubric: Rubric) -> HeldOut:
+    """Greedy pass@1 of ``policy`` on ``examples`` by the scenario's success rule (and a tool
+    task's tool use): the run's own held-out evaluation (``engine.rollout.play``), with an
     8-token budget per turn (a tool scenario: its own, a call is longer)."""
     budget = scenario.run_defaults.get("max_new_tokens", 8) if isinstance(scenario, ToolScenario) else 8
     rollout = Rollout(policy, scenario, RunConfig(max_new_tokens=budget))
     try:
-        return rollout.evaluate(examples, rubric, SuccessRule.of(scenario)).pass_at_1
+        return rollout.evaluate(examples, rubric, SuccessRule.of(scenario))
     finally:
         rollout.close()
