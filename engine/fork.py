@@ -77,8 +77,8 @@ def find_checkpoint(db: Path, spec: str, *, flag: str = "--checkpoint") -> Check
         ValueError: a bad step, or no checkpoint at that step (each message
             names ``flag``, the run's checkpoints and the fix).
     """
-    run, _, step_text = spec.partition("@")
-    if step_text and not (step_text.isascii() and step_text.isdigit()) and step_text not in NAMED_STEPS:
+    run, at, step_text = spec.partition("@")
+    if at and not (step_text.isascii() and step_text.isdigit()) and step_text not in NAMED_STEPS:  # RUN@ too
         raise UsageError(f"{flag} {spec!r}: the step after @ must be a number (a checkpoint's step), best or latest, "
                          f"e.g. {run}@50")
     existing_run_file(db)

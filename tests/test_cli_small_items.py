@@ -105,3 +105,55 @@ def test_export_summary_says_what_each_figure_is_over(tmp_path, capsys):
     assert (summary["n"], summary["pass_at_1"], summary["mean_reward"], summary["eval_step"]) == (8, 0.25, 0.3, 0)
     assert summary["training"] == {"trajectories": 8, "pass_rate": 4 / 8, "mean_reward": 4.5 / 8}
     assert summary["failure_modes"] == {"wrong": 3, "no_answer": 1}  # the solved ones are no failure
+
+
+@pytest.fixture
+def live(tmp_path):
+    """The small run file: ``demo`` running (owned by this process), ``gigpo-demo`` finished."""
+    from fixtures.smalldb import build_small_db
+
+    db = tmp_path / "run.db"
+    return db, build_small_db(db)
+
+
+def test_fork_at_an_empty_step_is_refused_naming_the_forms(live, capsys):
+    """`rlab fork demo@` forked from the latest checkpoint, as if no @ had been typed."""
+    db, _ = live
+    code, out, err = _rlab(capsys, "fork", "demo@", "--name", "x", "--db", db, "--headless")
+    assert code == 2 and out == ""
+    assert err.strip() == ("rlab: error: fork 'demo@': the step after @ must be a number (a checkpoint's step), "
+                           "best or latest, e.g. demo@50")
+
+
+@pytest.mark.parametrize("words, error", [
+    (["lr=1e-3", "lr=2e-3"], "lr is given twice (lr=1e-3, lr=2e-3); give each setting once"),
+    (["max-new-tokens=5", "max_new_tokens=6"],
+     "max_new_tokens is given twice (max-new-tokens=5, max_new_tokens=6); give each setting once"),
+    (["alert.hack_gap=0.3", "alerts.hack_gap=0.2"],
+     "alert.hack_gap is given twice (alert.hack_gap=0.3, alerts.hack_gap=0.2); give each setting once"),
+], ids=["same-key", "dash-and-underscore", "alert-and-alerts"])
+def test_rlab_set_refuses_a_setting_given_twice(live, capsys, words, error):
+    """`rlab set RUN lr=1e-3 lr=2e-3` sent the last one without a word."""
+    from rlab.store.reader import StoreReader
+
+    db, ids = live
+    code, out, err = _rlab(capsys, "set", "demo", *words, "--db", db, "--wait", "0")
+    assert code == 2 and out == "" and err.strip() == f"rlab: error: {error}"
+    with StoreReader(db) as reader:
+        assert reader.commands(ids["demo"]) == []
+
+
+def test_rlab_set_refuses_a_fixed_setting_at_the_value_it_has(live, capsys):
+    """`rlab set RUN group_size=<its own>` answered "the run already has these values", as if it could change."""
+    from rlab.engine.config import RunConfig
+    from rlab.engine.settings import BETWEEN_STEPS
+
+    db, _ = live
+    changes_only = f"rlab set changes only: {', '.join(BETWEEN_STEPS)}"
+    for value in (RunConfig().group_size, RunConfig().group_size + 1):
+        code, out, err = _rlab(capsys, "set", "demo", f"group_size={value}", "--db", db, "--wait", "0")
+        assert code == 2 and out == ""
+        assert err.strip() == (f"rlab: error: group_size cannot change between steps; {changes_only}; a fork "
+                               "changes it: rlab fork demo@latest --name NEW --group-size VALUE"), value
+    code, _, err = _rlab(capsys, "set", "demo", f"lr={RunConfig().lr}", "lora_rank=0", "--db", db, "--wait", "0")
+    assert code == 2 and err.strip() == f"rlab: error: lora_rank cannot change between steps; {changes_only}"
