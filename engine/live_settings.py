@@ -25,17 +25,24 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     threshold is ``alert.NAME`` (or ``alerts.NAME``), collected into ``alerts``.
 
     Raises:
-        SettingsError: a word without ``=`` or a key.
+        SettingsError: a word without ``=`` or a key, or a setting given twice
+            (``lr=1e-3 lr=2e-3``: which one was meant is not for us to guess).
     """
-    try:
-        given = assignments(pairs, form="KEY=VALUE", example="lr=2e-5 or alert.hack_gap=0.2")
-    except ValueError as err:
-        raise SettingsError(str(err)) from None
     out: dict[str, Any] = {}
-    for key, value in given.items():
+    given_by: dict[str, str] = {}  # setting (alert.NAME for a threshold) -> the word that gave it
+    for word in pairs:
+        try:
+            ((key, value),) = assignments([word], form="KEY=VALUE", example="lr=2e-5 or alert.hack_gap=0.2").items()
+        except ValueError as err:
+            raise SettingsError(str(err)) from None
         key = key.replace("-", "_")
         head, dot, name = key.partition(".")
-        if dot and head in ("alert", "alerts"):
+        alert = bool(dot) and head in ("alert", "alerts")
+        setting = f"alert.{name}" if alert else key
+        if setting in given_by:
+            raise SettingsError(f"{setting} is given twice ({given_by[setting]}, {word}); give each setting once")
+        given_by[setting] = word
+        if alert:
             out.setdefault("alerts", {})[name] = value
         else:
             out[key] = value

@@ -238,10 +238,30 @@ def checked_for_run(run: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
     JSON-ready values (only those that differ).
 
     Raises:
-        SettingsError: an option it may not change (with the reason), a bad value,
-            or nothing that changes.
+        SettingsError: an option it may not change (with the reason; given at the value it
+            has too), a bad value, or nothing that changes.
     """
-    changes = trainer_settings(run["scenario"]).check(run, events, given)
+    rules = trainer_settings(run["scenario"])
+    _refuse_fixed(rules, run["name"], given)
+    changes = rules.check(run, events, given)
     if not changes:
         raise SettingsError(f"{', '.join(f'{k}={v}' for k, v in given.items())}: the run already has these values")
     return RunConfig.model_validate(changes).model_dump(mode="json", include=set(changes))
+
+
+def _refuse_fixed(rules: TrainerSettings, run: str, given: Mapping[str, Any]) -> None:
+    """Refuse a run option ``rules`` cannot change between steps even when it is given at the
+    value the run has: "the run already has these values" would say it could change.
+    (A name that is no run option, and one the trainer refuses with its own reason, are
+    left to ``rules.check``.)
+
+    Raises:
+        SettingsError: such an option, naming those that can change (and a fork, where one may).
+    """
+    for name in given:
+        if name in rules.between_steps or name in rules.refused or name not in RunConfig.model_fields:
+            continue
+        fork = ("" if name in FIXED_ON_FORK
+                else f"; a fork changes it: rlab fork {run}@latest --name NEW {flag(name)} VALUE")
+        raise SettingsError(f"{name} cannot change between steps; rlab set changes only: "
+                            f"{', '.join(rules.between_steps)}{fork}")

@@ -177,7 +177,7 @@ def test_rlab_set_changes_a_live_run_at_the_next_step_and_refuses_a_bad_value(tm
         bad = _rlab("set", "live", "lr=-1", "--db", db, cwd=tmp_path)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "must be greater than 0" in bad.stderr
         refused = _rlab("set", "live", "group_size=2", "--db", db, cwd=tmp_path)
-        assert refused.returncode == 2 and "group_size cannot change here" in refused.stderr
+        assert refused.returncode == 2 and "group_size cannot change between steps" in refused.stderr
         done = _rlab("set", "live", "lr=0.00012", "alert.hack_gap=0.3", "--db", db, cwd=tmp_path)
         assert done.returncode == 0 and "settings version 1 from step" in done.stdout, done.stderr
         reader = StoreReader(db)
