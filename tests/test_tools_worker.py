@@ -318,3 +318,39 @@ def test_a_turn_is_invalid_by_the_errors_kind_not_by_its_words(tmp_path):
         assert episode.invalid and episode.last_calls[0].kind == "bad_arguments"
     finally:
         process.close()
+
+
+SURROGATES = '''
+def lone(x: int) -> str:
+    """Return text with a lone surrogate.
+
+    Args:
+        x: anything
+    """
+    return "x\\ud800y"
+
+
+def shout(x: int) -> int:
+    """Raise with a lone surrogate in the message.
+
+    Args:
+        x: anything
+    """
+    raise ValueError("bad \\udfff")
+'''
+
+
+@pytest.mark.parametrize("name", ["lone", "shout"])
+def test_a_lone_surrogate_a_tool_returns_or_raises_is_stored_as_its_escape(tmp_path, name):
+    """Issue 59, item 1's third text from the tool's side: "\\ud800" in a result or an error
+    would fail the store (no UTF-8 file holds it), so it reaches the run as its escape."""
+    path = tmp_path / "tools.py"
+    path.write_text(SURROGATES)
+    process = ToolProcess(path)
+    try:
+        call = process.call("c", name, {"x": 1})
+    finally:
+        process.close()
+    text = call.result if call.error is None else call.error
+    assert ("\\ud800" if name == "lone" else "\\udfff") in text
+    text.encode("utf-8")  # what the store writes

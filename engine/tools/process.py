@@ -128,9 +128,9 @@ class ToolProcess:
             self.child.kill()  # the hung call's thread still runs in there
         known = secret_env_values()
         error = reply["error"]
-        return ToolCall(call_id, name, arguments, result=scrub_text(reply["result"], known),
-                        error=None if error is None else scrub_text(error, known), seconds=float(reply["seconds"]),
-                        kind=reply["kind"])
+        return ToolCall(call_id, name, arguments, result=_text(scrub_text(reply["result"], known)),
+                        error=None if error is None else _text(scrub_text(error, known)),
+                        seconds=float(reply["seconds"]), kind=reply["kind"])
 
     def _ask(self, request: dict[str, Any], wall_s: float) -> dict[str, Any] | None:
         """Send ``request`` with a fresh id and wait up to ``wall_s`` seconds for the reply that echoes it.
@@ -158,3 +158,9 @@ class ToolProcess:
     def close(self) -> None:
         """Stop the process (a later call starts a new one)."""
         self.child.close()
+
+
+def _text(value: str) -> str:
+    """``value`` as text every store and hash can take: a lone surrogate a tool returned (JSON's
+    ``"\\ud800"``, which no UTF-8 file holds) is written as its escape instead."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
