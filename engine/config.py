@@ -78,7 +78,7 @@ class RunConfig(BaseModel):
                                "policy: cpu, where one thread is as fast as an H100 for its 0.5 M parameters)")
     threads: int | None = Field(None, ge=1, description=(
         "torch CPU threads; None = 1 for the tiny policy (a second thread only contends with the TUI), "
-        "torch's default (one per core) for other models"))
+        "one per core but one for other models (the core left is the TUI's and the reward processes')"))
     max_steps: int | None = Field(None, ge=1, description=(
         "stop after this many steps (a fork: this many steps after its fork step; without it a fork runs to "
         "its parent's budget)"))

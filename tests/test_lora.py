@@ -295,15 +295,22 @@ def test_a_chat_model_directory_trains_with_lora_and_resumes(tmp_path):
     assert torch.allclose(logits(again.model, ids), logits(policy.model, ids), atol=1e-6)
 
 
-def test_the_tiny_policy_trains_on_one_cpu_thread_unless_told():
-    """One thread for the tiny policy (a second only contends with the TUI); real models keep torch's."""
+def test_the_tiny_policy_trains_on_one_cpu_thread_unless_told(monkeypatch):
+    """One thread for the tiny policy (a second only contends with the TUI); a real model one per
+    core but one (issue 59: on a loaded 2-core machine a thread per core stalled its eval)."""
+    import os
+
     from rlab.engine.policy.device import set_cpu_threads
 
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
         set_cpu_threads(None, tiny_policy=False)
-        assert torch.get_num_threads() == 2
+        assert torch.get_num_threads() == 7
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+        set_cpu_threads(None, tiny_policy=False)
+        assert torch.get_num_threads() == 1
         set_cpu_threads(None, tiny_policy=True)
         assert torch.get_num_threads() == 1
         set_cpu_threads(2, tiny_policy=True)

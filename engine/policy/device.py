@@ -20,18 +20,23 @@ import torch
 
 
 def set_cpu_threads(threads: int | None, *, tiny_policy: bool) -> None:
-    """Set torch's intra-op CPU threads: ``threads``, or by default 1 for the tiny policy.
+    """Set torch's intra-op CPU threads: ``threads``, or by default :func:`default_cpu_threads`.
 
     The tiny policy's 128-wide matrices gain nothing from a second thread,
     and on a 2-core laptop that thread spin-waits against the TUI's process
     for the other core: measured on 2 cores with the TUI attached, 2.47
-    steps/s with torch's default of 2 threads against 4.42 with one. Real
-    models keep torch's default (one thread per core) unless told.
+    steps/s with torch's default of 2 threads against 4.42 with one.
     """
-    if threads is None and tiny_policy:
-        threads = 1
-    if threads is not None:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads or default_cpu_threads(tiny_policy=tiny_policy))
+
+
+def default_cpu_threads(*, tiny_policy: bool) -> int:
+    """Torch's CPU threads when none are given: 1 for the tiny policy, one per core but one for
+    a real model. The core left is the TUI's, the reward and tool processes' and the OS's:
+    torch's threads spin-wait, so one that shares a busy core stalls every matmul (issue 59: a
+    SmolLM2 eval of 8 examples on a loaded 2-core machine had not ended after 11 min with a
+    thread per core, and took 7.5 min with one)."""
+    return 1 if tiny_policy else max(1, len(os.sched_getaffinity(0)) - 1)
 
 
 #: CPU flags (Linux /proc/cpuinfo) of native bf16 arithmetic: AVX-512 BF16 (AMD Zen 4, Intel

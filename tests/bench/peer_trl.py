@@ -232,6 +232,8 @@ def main() -> None:
     if args.bf16 is None and not args.only:  # one decision, passed to both children
         path = resolve_model(Path(args.model)) if args.model else embedded_dir("arithmetic")
         args.bf16 = uses_bf16(Policy.load(path, args.device).model, args.device, None)
+    if args.threads is None and not args.only:  # torch's default for both, not rlab's own (a core fewer)
+        args.threads = torch.get_num_threads()
     config = settings(args)
     if args.only:
         torch.manual_seed(args.seed)
@@ -243,7 +245,8 @@ def main() -> None:
     results = {}
     for trainer in ("rlab", "trl"):
         precision = "--bf16" if args.bf16 else "--no-bf16"
-        child = subprocess.run([sys.executable, __file__, *sys.argv[1:], precision, "--only", trainer],
+        child = subprocess.run([sys.executable, __file__, *sys.argv[1:], precision, "--threads", str(args.threads),
+                                "--only", trainer],
                                check=False, capture_output=True, text=True)
         if child.returncode != 0:
             raise SystemExit(f"{trainer} failed:\n{child.stderr[-4000:]}")
