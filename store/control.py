@@ -155,6 +155,9 @@ class Controller:
         if kind not in COMMAND_KINDS:
             self.writer.resolve_command(cid, "rejected", f"unknown command {kind!r}; use one of {', '.join(COMMAND_KINDS)}")
             return
+        if kind == "stop" and self.stop:  # a second stop (a shell's beside the TUI's, say) changes nothing
+            self.writer.resolve_command(cid, "applied", "a stop was already pending")
+            return
         if kind == "stop":
             self.stop = True
             self.tell(f"stopping after step {step} (a stop command)")

@@ -157,3 +157,40 @@ def test_rlab_set_refuses_a_fixed_setting_at_the_value_it_has(live, capsys):
                                "changes it: rlab fork demo@latest --name NEW --group-size VALUE"), value
     code, _, err = _rlab(capsys, "set", "demo", f"lr={RunConfig().lr}", "lora_rank=0", "--db", db, "--wait", "0")
     assert code == 2 and err.strip() == f"rlab: error: lora_rank cannot change between steps; {changes_only}"
+
+
+def test_a_second_rlab_stop_says_a_stop_is_pending_and_sends_nothing(live, capsys):
+    """Two `rlab stop`s sent two stops, and the engine printed "stopping after step N" twice."""
+    from rlab.store.reader import StoreReader
+
+    db, ids = live
+    assert _rlab(capsys, "stop", "demo", "--db", db)[1].startswith("sent stop to run demo")
+    for status in ("pending", "applied"):  # read by the engine or not, it is on its way until the run ends
+        if status == "applied":
+            with StoreWriter(db) as writer:
+                writer.resolve_command(1, "applied")
+        code, out, err = _rlab(capsys, "stop", "demo", "--db", db)
+        assert code == 0 and out == (f"run demo already has a stop pending (command 1, {status}); nothing sent: "
+                                     "it ends at its next step boundary\n"), err
+    with StoreReader(db) as reader:
+        assert [(c["kind"], c["status"]) for c in reader.commands(ids["demo"])] == [("stop", "applied")]
+    with StoreWriter(db) as writer:  # a resume takes the run up again: the old stop is spent
+        writer.write_event(ids["demo"], "resume", {"reason": "user"}, step=7)
+    assert _rlab(capsys, "stop", "demo", "--db", db)[1].startswith("sent stop to run demo (command 2")
+
+
+def test_the_engine_takes_a_second_stop_without_saying_it_stops_again(live):
+    from rlab.store.control import Controller, send_command
+    from rlab.store.reader import StoreReader
+
+    db, ids = live
+    said: list[str] = []
+    with StoreWriter(db) as writer:
+        controller = Controller(writer, ids["demo"], tell=said.append)
+        for _ in range(2):
+            send_command(db, ids["demo"], "stop")
+        controller.poll(4)
+    assert controller.stop and said == ["stopping after step 4 (a stop command)"]
+    with StoreReader(db) as reader:
+        assert [(c["status"], c["message"]) for c in reader.commands(ids["demo"])] == [
+            ("applied", None), ("applied", "a stop was already pending")]

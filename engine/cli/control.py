@@ -10,10 +10,15 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlab.engine.cli.errors import CliError
 from rlab.engine.cli.parsers import Command, Subparsers, add_db
 from rlab.engine.train.building import STOP_WAIT_S, Build, find_build, stop_build
+
+if TYPE_CHECKING:
+    from rlab.store.reader import StoreReader
+    from rlab.store.rows import RunRow
 
 #: Commands that steer a live run from a shell, as space, n and q's "stop" do in the TUI.
 CONTROL_COMMANDS = {"pause": "pause a running run at its next step boundary",
@@ -25,9 +30,9 @@ CONTROL_COMMANDS = {"pause": "pause a running run at its next step boundary",
 
 def cmd_control(args: argparse.Namespace) -> int:
     """``rlab pause|resume|step|stop RUN``: queue the command for the run's engine (any process, any host
-    that shares the file); the engine applies it at its next safe point. A pause of a paused run
-    sends nothing and says so. ``stop`` also ends a run whose policy is still being built
-    (``engine.train.building``)."""
+    that shares the file); the engine applies it at its next safe point. A pause of a paused run,
+    or a stop of a run with a stop pending, sends nothing and says so. ``stop`` also ends a run
+    whose policy is still being built (``engine.train.building``)."""
     from rlab.store.control import send_command
     from rlab.store.db import existing_run_file
     from rlab.store.reader import StoreReader, resolve_run
@@ -36,6 +41,7 @@ def cmd_control(args: argparse.Namespace) -> int:
         return _stop_build(build)
     with StoreReader(existing_run_file(args.db)) as reader:
         run = resolve_run(reader, args.run)
+        stopping = _stop_on_its_way(reader, run) if args.command == "stop" else None
     if run["status"] not in ("running", "paused"):
         raise CliError(f"run {run['name']} is {run['status']}; {args.command} steers a running or paused run "
                        f"(start it again with rlab run --headless --resume {run['name']})")
@@ -43,9 +49,23 @@ def cmd_control(args: argparse.Namespace) -> int:
         print(f"run {run['name']} is already paused; nothing sent (rlab resume {run['name']} continues it, "
               f"rlab step {run['name']} takes one step)")
         return 0
+    if stopping is not None:
+        print(f"run {run['name']} already has a stop pending (command {stopping['id']}, {stopping['status']}); "
+              "nothing sent: it ends at its next step boundary")
+        return 0
     command_id = send_command(args.db, run["id"], args.command)
     print(f"sent {args.command} to run {run['name']} (command {command_id}, run {run['status']})")
     return 0
+
+
+def _stop_on_its_way(reader: StoreReader, run: RunRow) -> dict | None:
+    """The stop command the run's engine has yet to carry out, or None: one it has not read
+    yet, or one it took since it last started (it ends the run at the step's end; a
+    ``--resume`` starts it again, with a ``resume`` event)."""
+    started = max((e["created_at"] for e in reader.events(run["id"]) if e["kind"] == "resume"),
+                  default=run["created_at"])
+    return next((c for c in reversed(reader.commands(run["id"])) if c["kind"] == "stop" and (
+        c["status"] == "pending" or c["status"] == "applied" and (c["resolved_at"] or 0) > started)), None)
 
 
 def _stop_build(build: Build) -> int:
