@@ -135,12 +135,15 @@ class Controller:
     # boundary applies it; commands already taken are not taken twice.
     taken: set[int] = field(default_factory=set)
 
-    def poll(self, step: int) -> None:
-        """Read and apply every pending command not yet taken (non-blocking)."""
+    def poll(self, step: int) -> int:
+        """Read and apply every pending command not yet taken (non-blocking); how many it took."""
+        taken = 0
         for command in self.writer.poll_commands(self.run_id):
             if command["id"] not in self.taken:
                 self.taken.add(command["id"])
                 self._apply(command, step)
+                taken += 1
+        return taken
 
     def _apply(self, command: dict, step: int) -> None:
         kind, cid = command["kind"], command["id"]
@@ -196,10 +199,20 @@ class Controller:
 
     def wait_while_paused(self, step: int, heartbeat: Callable[[], None]) -> None:
         """Block (polling commands) until resumed or stopped; the wait is added to
-        :attr:`paused_seconds`."""
+        :attr:`paused_seconds`.
+
+        ``heartbeat`` (the engine's beat: it marks the run alive, and applies setting
+        changes at once) is called as the wait begins and after each poll that took a
+        command, not at every poll: a beat writes the run file, and one every
+        ``poll_interval_s`` grew its write-ahead log by 40 kB a second for as long as the
+        run stayed paused (past SQLite's 4 MB checkpoint while a reader held a snapshot).
+        One beat is all liveness needs (``store.db.process_alive`` reads it only to tell
+        a reused pid)."""
         start = time.perf_counter()
+        beat = True
         while self.paused and not self.stop:
-            heartbeat()
+            if beat:
+                heartbeat()
             time.sleep(self.poll_interval_s)
-            self.poll(step)
+            beat = self.poll(step) > 0
         self.paused_seconds += time.perf_counter() - start

@@ -194,3 +194,32 @@ def test_the_engine_takes_a_second_stop_without_saying_it_stops_again(live):
     with StoreReader(db) as reader:
         assert [(c["status"], c["message"]) for c in reader.commands(ids["demo"])] == [
             ("applied", None), ("applied", "a stop was already pending")]
+
+
+def test_a_paused_run_beats_when_a_command_came_not_at_every_poll(live, monkeypatch):
+    """A paused run wrote its heartbeat at every poll (10 a second), growing the run file's log while it waited."""
+    import rlab.store.control as control
+
+    db, ids = live
+    polls: list[int] = []
+
+    def sleep(_seconds: float) -> None:  # the wait's polls, counted: a settings change at the 20th, resume at the 40th
+        polls.append(1)
+        if len(polls) == 20:
+            control.send_command(db, ids["demo"], "set_settings", {"changes": {"lr": 1e-4}})
+        elif len(polls) == 40:
+            control.send_command(db, ids["demo"], "resume")
+
+    monkeypatch.setattr(control.time, "sleep", sleep)
+    beats: list[int] = []
+    with StoreWriter(db) as writer:
+        controller = control.Controller(writer, ids["demo"])
+        controller.pause(3, "user")
+
+        def beat() -> None:  # as the engine's: it applies the settings changes taken
+            beats.append(len(controller.pending_settings))
+            controller.pending_settings.clear()
+
+        controller.wait_while_paused(3, beat)
+    assert len(polls) == 40 and not controller.paused
+    assert beats == [0, 1]  # as the wait began, and once more for the settings change
