@@ -37,6 +37,7 @@ import torch
 from rlab.engine.config import RunConfig
 from rlab.engine.fork import ForkPlan, ResumePlan, forked_manifest, plan_fork, plan_resume
 from rlab.engine.manifest import build_manifest
+from rlab.engine.policy.device import set_cpu_threads
 from rlab.engine.paths import default_run_name
 from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
 from rlab.engine.recorder import RunRef
@@ -77,6 +78,9 @@ def start(config: RunConfig) -> Session:
     if config.model is not None:
         model_dir = resolve_model(config.model)
     else:
+        # the run's threads build it too: one, as build_tiny's shipped builds, not one per core spinning
+        # against the TUI's (a loaded 2-core laptop's tool-task build: 27-42 s a step)
+        set_cpu_threads(config.threads, tiny_policy=True)
         with building(config.db, str(config.name)):  # rlab stop and the TUI's quit find a build of minutes
             model_dir = ensure_tiny_model(scenario, seed=config.seed)
     config = real_model_defaults(config, model_dir)
