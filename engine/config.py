@@ -33,7 +33,7 @@ class JudgeSettings(BaseModel):
             :func:`engine.rewards.judge.agreement.mix_rewards`); 1 is the judge alone.
         on_failure: ``"skip"`` the group's update (counted) or ``"pause"`` the
             run when a group's judge call fails after its retries.
-        max_retries, timeout_s: as ``engine.rewards.judge.ruler.RulerJudge`` (timeout in seconds).
+        max_retries, reasks, timeout_s: as ``engine.rewards.judge.ruler.RulerJudge`` (timeout in seconds).
         price: (USD per 1M input tokens, USD per 1M output tokens), or None.
         use_cache: read and write the on-disk answer cache.
     """
@@ -44,7 +44,10 @@ class JudgeSettings(BaseModel):
     base_url: str | None = Field(None, description="OpenAI-compatible base URL (vLLM, Ollama, llama.cpp); None = OpenAI")
     weight: float = Field(1.0, ge=0.0, le=1.0, description="the judge's share of the reward, 0..1")
     on_failure: Literal["skip", "pause"] = Field("skip", description="when a group's judge call fails: skip its update, or pause the run")
-    max_retries: int = Field(3, ge=0, le=100, description="retries per judge call")
+    max_retries: int = Field(3, ge=0, le=100, description="the HTTP client's retries of one judge request "
+                             "(429/5xx, time-outs, failed connections)")
+    reasks: int = Field(1, ge=0, le=10, description="re-asks of a judge whose answer cannot be read (each a "
+                        "request the client retries on its own)")
     timeout_s: float = Field(60.0, gt=0.0, description="seconds per judge call")
     price: tuple[float, float] | None = Field(None, description="USD per 1M input,output tokens, e.g. 0.15,0.6")
     use_cache: bool = Field(True, description="read and write the on-disk judge answer cache")

@@ -109,7 +109,7 @@ async def test_out_of_range_scales_are_rescaled(tmp_path, given, scale):
 
 async def test_negative_score_is_invalid(tmp_path):
     result, server = await judge_once([Reply(content=scores_json({"1": -1, "2": 0, "3": 1}))],
-                                      tmp_path, max_retries=0)
+                                      tmp_path, reasks=0)
     assert result.scores is None and "got [-1.0]" in result.error and len(server.requests) == 1
 
 
@@ -129,9 +129,21 @@ async def test_invalid_json_is_retried_then_reported(tmp_path):
     assert "no JSON object" in result.attempt_errors[0]
 
     result, server = await judge_once([Reply(content=broken)], tmp_path, max_retries=2)
-    assert result.scores is None and len(server.requests) == 3
-    assert "judge failed after 3 attempt(s): no JSON object" in result.error
+    assert result.scores is None and len(server.requests) == 2  # one re-ask by default, whatever max_retries
+    assert "judge failed after 2 attempt(s): no JSON object" in result.error
     assert result.raw == broken
+
+    result, server = await judge_once([Reply(content=broken)], tmp_path, max_retries=0, reasks=3)
+    assert result.scores is None and len(server.requests) == 4
+
+
+async def test_a_bad_answer_behind_server_errors_costs_at_most_reasks_plus_one_times_retries_plus_one(tmp_path):
+    """Issue 58: the judge re-asked max_retries times on top of the client's max_retries,
+    (n+1)^2 requests for one group; now (reasks+1) x (max_retries+1) at most."""
+    broken = '{"scores": ['
+    replies = [Reply(status=500, error="busy"), Reply(content=broken)] * 10
+    result, server = await judge_once(replies, tmp_path, max_retries=3)
+    assert result.scores is None and len(server.requests) == 4  # (500, bad) x (1 + 1 re-ask)
 
 
 async def test_rate_limit_then_success(tmp_path):

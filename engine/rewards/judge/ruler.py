@@ -167,10 +167,11 @@ class RulerJudge:
         rubric: grading standards in plain text; None uses
             ``engine.rewards.judge.prompt.DEFAULT_RUBRIC``.
         max_retries: the openai client's retries of one request (HTTP
-            408/409/429/5xx, time-outs, failed connections), and the judge's
-            re-asks for an answer it cannot read (each re-ask a request the
-            client may retry again). Other HTTP errors (401, 404, ...) fail at
-            once.
+            408/409/429/5xx, time-outs, failed connections); HTTP retries are
+            the client's alone. Other HTTP errors (401, 404, ...) fail at once.
+        reasks: the judge's own re-asks for an answer it cannot read (each a
+            request the client may retry), so a group costs at most
+            (reasks + 1) x (max_retries + 1) requests.
         timeout_s: per-request time limit, seconds, from connecting to the
             last byte (``engine.rewards.judge.http_client``).
         prices: model -> (USD per 1M input tokens, USD per 1M output tokens);
@@ -191,7 +192,7 @@ class RulerJudge:
     a retry.
 
     Raises:
-        ValueError: ``max_retries`` < 0, ``timeout_s`` <= 0, or an empty model.
+        ValueError: ``max_retries`` or ``reasks`` < 0, ``timeout_s`` <= 0, or an empty model.
     """
 
     @classmethod
@@ -201,7 +202,7 @@ class RulerJudge:
         ``options`` go to the constructor (e.g. ``cache_dir``)."""
         return cls(
             settings.model, base_url=settings.base_url, rubric=rubric, max_retries=settings.max_retries,
-            timeout_s=settings.timeout_s, use_cache=settings.use_cache,
+            reasks=settings.reasks, timeout_s=settings.timeout_s, use_cache=settings.use_cache,
             prices={settings.model: settings.price} if settings.price else None, **options,
         )
 
@@ -214,20 +215,21 @@ class RulerJudge:
         max_retries: int = 3,
         timeout_s: float = 60.0,
         *,
+        reasks: int = 1,
         prices: Mapping[str, tuple[float, float]] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         use_cache: bool = True,
     ) -> None:
         if not model:
             raise ValueError("model must name the judge model, e.g. 'gpt-4.1-mini'")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if max_retries < 0 or reasks < 0:
+            raise ValueError(f"max_retries and reasks must be >= 0, got {max_retries} and {reasks}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
         self.model = model
         self.base_url = base_url
         self.rubric = rubric if rubric is not None else DEFAULT_RUBRIC
-        self.max_retries = max_retries
+        self.max_retries, self.reasks = max_retries, reasks
         self.timeout_s = timeout_s
         self.prices = dict(prices or {})
         self.cache = JudgeCache(cache_dir or default_cache_dir()) if use_cache else None
@@ -397,7 +399,7 @@ class RulerJudge:
         gave up on, or the last re-ask; None means failed (reasons in ``tally``).
 
         The openai client retries HTTP errors, time-outs and failed
-        connections; this loop only re-asks, ``max_retries`` times, for an
+        connections; this loop only re-asks, ``reasks`` times, for an
         answer it cannot read.
         """
         reasks = 0
@@ -423,7 +425,7 @@ class RulerJudge:
             except JudgeAnswerError as exc:
                 tally.http.errors.append(str(exc))
             reasks += 1
-            if reasks > self.max_retries:
+            if reasks > self.reasks:
                 return None
 
     async def _attempt(
