@@ -475,7 +475,7 @@ async def test_the_compare_screen_pairs_a_fork_and_its_parent_at_matched_steps(t
         await _until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.branches is not None)
         table = app.screen.query_one("#flips", DataTable)
         assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == ["4", "6", "8"]
-        assert "two branches, one held-out room" in str(app.screen.query_one("#verdict").render())
+        assert "two training runs, one held-out room" in str(app.screen.query_one("#verdict").render())
 
 
 async def _until(pilot, condition, timeout: float = 20.0) -> None:

@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual_plotext import PlotextPlot
 
-from rlab.engine.evaluation.branches import BranchComparison, compare_branches, fork_step
+from rlab.engine.evaluation.branches import BranchComparison, both_trained, compare_branches
 from rlab.engine.evaluation.compare import Comparison, compare_runs
 from rlab.engine.cli.formatting import fmt
 from rlab.tui.inspector import TrajectoryScreen
@@ -70,11 +70,11 @@ def paired_text(comparison: Comparison) -> Text:
 
 
 def branch_verdict(comparison: BranchComparison) -> Text:
-    """Whether a fork's and its parent's held-out evals are in one room."""
+    """Whether two training runs' held-out evals (a fork's and its parent's, two arms') are in one room."""
     a, b = comparison.run_a["name"], comparison.run_b["name"]
     if comparison.comparable:
-        return Text(f"✓ two branches, one held-out room: A {a} and B {b} evaluate the same split, prompt and "
-                    f"success rule (forked at step {comparison.from_step})", style="bold green")
+        return Text(f"✓ two training runs, one held-out room: A {a} and B {b} evaluate the same split, prompt "
+                    f"and success rule (matched at the steps after {comparison.from_step})", style="bold green")
     return Text("✗ the branches' held-out evals differ: " + "; ".join(
         f"{d.field}: A {json.dumps(d.a)} · B {json.dumps(d.b)}" for d in comparison.differences), style="bold red")
 
@@ -144,7 +144,7 @@ class CompareScreen(Screen):
 
         def load(reader):
             rows = [reader.run(i) for i in (a, b)]
-            branches = None not in rows and fork_step(*rows) is not None
+            branches = None not in rows and both_trained(*rows)
             comparison = (compare_branches(reader, a, b, force=force) if branches
                           else compare_runs(reader, a, b, force=force))
             return comparison, [reader.step_series(i) for i in (a, b)]
@@ -173,7 +173,8 @@ class CompareScreen(Screen):
         self._plot(comparison, series)
 
     def _show_branches(self, comparison: BranchComparison, series: list[list[dict]]) -> None:
-        """A fork and its parent: the held-out room, a row per matched step, the curves."""
+        """Two training runs (a fork and its parent, two arms): the held-out room, a row per matched
+        step, the curves."""
         self.branches = comparison
         self.query_one("#verdict", Static).update(branch_verdict(comparison))
         self.query_one("#paired", Static).update(pooled_text(comparison))

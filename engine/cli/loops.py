@@ -118,7 +118,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             a training run beside a measurement, no shared example), with the fix.
     """
     from rlab.engine.evaluation.artifacts import write_artifacts
-    from rlab.engine.evaluation.branches import fork_step
+    from rlab.engine.evaluation.branches import both_trained
     from rlab.engine.evaluation.compare import compare_runs
     from rlab.store.db import existing_run_file
     from rlab.store.reader import StoreReader, resolve_run
@@ -129,10 +129,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if rows[0]["id"] == rows[1]["id"]:
             raise CliError(f"{args.run_a!r} and {args.run_b!r} are the same run ({rows[0]['name']}); compare it "
                            "with another run (rlab runs lists them)")
-        if args.from_step is not None or all(r["kind"] == "train" for r in rows):
-            # two training runs that are not a fork and its parent started alike: every step both evaluated
-            start = args.from_step if args.from_step is not None else fork_step(*rows) or 0
-            return _compare_branches(args, reader, start)
+        if args.from_step is not None or both_trained(*rows):
+            return _compare_branches(args, reader)
         comparison = compare_runs(reader, args.run_a, args.run_b, force=args.force)
         manifests = {"a": rows[0]["manifest"], "b": rows[1]["manifest"]}
     if comparison.paired is None and (comparison.comparable or args.force):
@@ -153,8 +151,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_branches(args: argparse.Namespace, reader: StoreReader, start: int) -> int:
-    """Two training runs (a fork and its parent, say) at the held-out steps after ``start`` both evaluated.
+def _compare_branches(args: argparse.Namespace, reader: StoreReader) -> int:
+    """Two training runs (a fork and its parent, say) at the held-out steps after ``--from-step``
+    (default: the fork step, else 0) both evaluated.
 
     Raises:
         CliError: no such step in a comparable pair (nothing to show), with the fix.
@@ -163,7 +162,7 @@ def _compare_branches(args: argparse.Namespace, reader: StoreReader, start: int)
     from rlab.engine.evaluation.branches import compare_branches
     from rlab.engine.cli.reports import branches_report, show
 
-    comparison = compare_branches(reader, args.run_a, args.run_b, start, force=args.force)
+    comparison = compare_branches(reader, args.run_a, args.run_b, args.from_step, force=args.force)
     if not comparison.steps and (comparison.comparable or args.force):
         raise CliError(f"runs {comparison.run_a['name']!r} and {comparison.run_b['name']!r}: {comparison.reason}")
     result = comparison.to_json()

@@ -24,7 +24,6 @@ import numpy as np
 
 from rlab.engine.evaluation.compare import FieldDifference, locked_room
 from rlab.engine.evaluation.stats import Interval, mcnemar_exact, paired_bootstrap
-from rlab.store.errors import UsageError
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
 
@@ -105,19 +104,23 @@ def fork_step(a: RunRow, b: RunRow) -> int | None:
     return None
 
 
+def both_trained(a: RunRow, b: RunRow) -> bool:
+    """Whether two runs are training runs, which compare by their held-out evals at matched
+    steps (:func:`compare_branches`), not by their trajectories (training samples)."""
+    return a.get("kind", "train") == "train" and b.get("kind", "train") == "train"
+
+
 def compare_branches(reader: StoreReader, run_a: str | int, run_b: str | int, from_step: int | None = None,
                      *, force: bool = False) -> BranchComparison:
     """Compare two training runs' held-out evals at the steps after ``from_step``
-    (None: the fork step, when one run forked from the other) that both evaluated.
+    (None: the fork step when one run forked from the other, else 0: two arms started
+    alike) that both evaluated.
 
     Raises:
-        RunNotFoundError: no such run. UsageError: no ``from_step`` and neither run is the other's fork.
+        RunNotFoundError: no such run.
     """
     row_a, row_b = resolve_run(reader, run_a), resolve_run(reader, run_b)
-    start = fork_step(row_a, row_b) if from_step is None else from_step
-    if start is None:
-        raise UsageError(f"{row_a['name']!r} and {row_b['name']!r} are not a fork and its parent: pass "
-                         "--from-step N, the step after which to match their held-out evals")
+    start = from_step if from_step is not None else fork_step(row_a, row_b) or 0
     result = BranchComparison({"id": row_a["id"], "name": row_a["name"]}, {"id": row_b["id"], "name": row_b["name"]},
                               start, locked_room(held_out_room(row_a), held_out_room(row_b), HELD_OUT_FIELDS),
                               treatments=treatments(row_a, row_b))
