@@ -396,7 +396,8 @@ class AlertWatch:
         half = len(self._tool_trend) // 2
         early, late = list(self._tool_trend)[:half], list(self._tool_trend)[-half:]
         early_use = fmean(u for u, _ in early)
-        use_fall, success_fall = early_use - fmean(u for u, _ in late), fmean(s for _, s in early) - fmean(s for _, s in late)
+        use_fall = early_use - fmean(u for u, _ in late)
+        success_fall = fmean(s for _, s in early) - fmean(s for _, s in late)
         # a policy that never succeeded cannot lose success: its use halving (from 0.1 up) is the whole sign
         never = all(s == 0 for _, s in self._tool_trend)
         if not (never and early_use >= 0.1 and use_fall >= early_use / 2) and (

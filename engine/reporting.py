@@ -32,13 +32,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlab.store.errors import UsageError
 from rlab.store.secrets import scrub
 
 #: --report-to value -> (module imported, pip extra that installs it).
 BACKENDS = {"trackio": ("trackio", "trackio"), "tensorboard": ("tensorboard", "tensorboard")}
 
 
-class MissingDashboardError(ValueError):
+class MissingDashboardError(UsageError):
     """A ``--report-to`` backend whose package is not installed (message: the extra to install)."""
 
 

@@ -16,11 +16,13 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from rlab.store.errors import UsageError
+
 #: Task-table keys holding paths (relative to the run config).
 TASK_PATH_KEYS = ("train", "eval", "rewards")
 
 
-class RunConfigError(ValueError):
+class RunConfigError(UsageError):
     """A run config that cannot be used; the message names the file and the key."""
 
 

@@ -36,6 +36,7 @@ from rlab.engine.train.retention import prune_checkpoints
 from rlab.engine.train.trainer import TrainConfig, Trainer
 from rlab.engine.success import SuccessRule
 from rlab.engine.types import Example, Scenario
+from rlab.store.errors import UsageError
 from rlab.store.writer import StoreWriter
 
 
@@ -191,7 +192,7 @@ def build_parts(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts
     """Policy (with LoRA if asked), trainer, sampler (hf or vLLM), rollout and judge.
 
     Raises:
-        ValueError: --backend vllm without LoRA; --sampler-int8 on a bf16, GPU or vLLM run.
+        UsageError: --backend vllm without LoRA; --sampler-int8 on a bf16, GPU or vLLM run.
         rlab.engine.policy.vllm.VLLMError: the vLLM server cannot be reached.
     """
     set_cpu_threads(config.threads, tiny_policy=config.model is None)
@@ -207,14 +208,14 @@ def build_parts(config: RunConfig, scenario: Scenario, model_dir: Path) -> Parts
                                 gradient_checkpointing=config.gradient_checkpointing, bf16=bf16)
     policy.sample_dtype = torch.bfloat16 if bf16 else None
     if config.sampler_int8 and (bf16 or torch.device(policy.device).type != "cpu" or config.backend != "hf"):
-        raise ValueError("--sampler-int8 quantizes the sampling copy of a float32 run on the CPU with the hf "
+        raise UsageError("--sampler-int8 quantizes the sampling copy of a float32 run on the CPU with the hf "
                          "backend: add --no-bf16 (and --device cpu), or leave --sampler-int8 out")
     policy.sample_int8 = config.sampler_int8
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig.from_run(config), autocast=autocast)
     vllm, server = None, None
     if config.backend == "vllm":
         if not config.lora_rank:
-            raise ValueError("--backend vllm trains a LoRA adapter: pass --lora-rank N (e.g. 16)")
+            raise UsageError("--backend vllm trains a LoRA adapter: pass --lora-rank N (e.g. 16)")
         vllm, server = _rollout_servers(config, model_dir, policy)
     judge = None
     if config.judge is not None:

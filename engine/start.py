@@ -62,11 +62,11 @@ def start(config: RunConfig) -> Session:
     """Open a new run, or resume or fork a stored one (see the module doc).
 
     Raises:
-        rlab.scenarios.UnknownScenarioError, rlab.engine.policy.model.ModelLoadError,
-        OSError (unwritable DB path), rlab.engine.rewards.rubric_errors.RubricError,
-        rlab.engine.success.SuccessError, rlab.engine.settings.SettingsError
-        (an option a resume or fork may not change), KeyError (no such run),
-        ValueError (inconsistent options, no such checkpoint).
+        rlab.store.errors.UsageError: a user's error, its message naming the fix (every one
+            derives from it): an unknown scenario or task, a model or checkpoint that does not
+            load, a bad reward file or success function, an option a resume or fork may not
+            change, no such run or checkpoint, inconsistent options.
+        OSError: an unwritable run-file path.
     """
     if config.fork_from is not None:
         return _fork_once_more(config)

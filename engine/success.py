@@ -23,6 +23,7 @@ from typing import Protocol
 
 from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.types import Scenario
+from rlab.store.errors import UsageError
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD
 
 
@@ -33,7 +34,7 @@ class Overrides(Protocol):
     success_threshold: float | None
 
 
-class SuccessError(ValueError):
+class SuccessError(UsageError):
     """A success function the rubric does not have; the message names both and the fix."""
 
 

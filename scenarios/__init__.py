@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab.engine.types import Scenario
+from rlab.store.errors import UsageError
 
 #: The scenario a run uses when none is named (the embedded tiny policy's).
 DEFAULT_SCENARIO = "arithmetic"
@@ -44,7 +45,7 @@ def scenario_names() -> tuple[str, ...]:
     return (*builtin, *plugins)
 
 
-class UnknownScenarioError(ValueError):
+class UnknownScenarioError(UsageError):
     """Raised by :func:`get_scenario` for a name that is not a scenario (:func:`scenario_names`)."""
 
 

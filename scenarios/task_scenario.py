@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rlab.store.errors import UsageError
+
 #: Seed of the held-out split taken from train when a task has no ``eval``.
 HELD_OUT_SEED = 20250521
 HELD_OUT_FRACTION = 0.1
 
 
-class TaskError(ValueError):
+class TaskError(UsageError):
     """A task that cannot be loaded; the message names the key, file or column and the fix."""
 
 

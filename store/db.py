@@ -14,18 +14,19 @@ from typing import Any
 
 import sqlite_utils
 
+from rlab.store.errors import UsageError
 from rlab.store.migrations import MIGRATIONS, RUN_FILE_COLUMNS, RUN_FILE_TABLES, SCHEMA_VERSION
 
 BUSY_TIMEOUT_S = 10.0
 """How long (seconds) a statement waits for another process's write lock."""
 
 
-class SchemaVersionError(RuntimeError):
+class SchemaVersionError(UsageError, RuntimeError):
     """The file's schema version is unusable here: newer than this code, or
     older and read-only (so it cannot be migrated)."""
 
 
-class RunFileError(RuntimeError):
+class RunFileError(UsageError, RuntimeError):
     """A file that is not a usable run file (garbage, truncated, unreadable);
     the message names the file and the fix."""
 

@@ -16,7 +16,7 @@ class UsageError(ValueError):
     names the problem and the fix."""
 
 
-class RunNotFoundError(KeyError):
+class RunNotFoundError(UsageError, KeyError):
     """No run of that name or id in the file; the message says how to list them.
 
-    A KeyError, as a lookup by name is; its text is ``args[0]`` (no quotes)."""
+    A KeyError too, as a lookup by name is; its text is ``args[0]`` (no quotes)."""

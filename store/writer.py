@@ -69,7 +69,7 @@ def _metric(name: str, value: Any) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
-class RunBusyError(RuntimeError):
+class RunBusyError(UsageError, RuntimeError):
     """A run another live engine process owns; the message names the process and the fix."""
 
 

@@ -93,7 +93,7 @@ def test_trl_run_followed_live_and_through_the_callback(tmp_path, raw_tiny_model
     out, followed_db, callback_db = tmp_path / "trl-out", tmp_path / "f.db", tmp_path / "c.db"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     follower = subprocess.Popen(
-        [sys.executable, "-P", "-m", "rlab.store.formats.follow", str(out), "--db",
+        [sys.executable, "-P", "-m", "rlab.engine.cli", "follow", str(out), "--db",
          str(followed_db), "--name", "live", "--format", "trl", "--interval", "0.2"],
         env=env, stderr=subprocess.PIPE)
     trainer = subprocess.Popen(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlab.engine.cli.errors import guarded
+from rlab.engine.cli.errors import handled
 from rlab.engine.cli.run import run_headless
 from rlab.engine.config import RunConfig
 from rlab.engine.paths import engine_log_path
@@ -32,7 +32,7 @@ def test_a_bug_at_step_2_keeps_its_traceback_scrubbed_and_the_line_names_where(
     db = tmp_path / "runs.db"
     config = RunConfig(model=raw_tiny_model_dir, db=db, name="bug", max_steps=3, prompts_per_step=2,
                        group_size=2, eval_size=4, eval_every=100, checkpoint_every=100)
-    assert guarded(lambda: run_headless(config)) == 1
+    assert handled(lambda: run_headless(config), config.db) == 1
 
     line = capsys.readouterr().err.strip().splitlines()[-1]
     log = engine_log_path(db, "bug")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlab.engine.cli.errors import guarded
+from rlab.engine.cli.errors import handled
 from rlab.engine.cli.run import run_headless
 from rlab.engine.config import RunConfig
 from rlab.store.db import RunFileFullError
@@ -52,7 +52,7 @@ def test_a_run_that_fills_the_disk_ends_with_one_line_naming_the_file_and_how_to
     db = tmp_path / "runs.db"
     config = RunConfig(model=raw_tiny_model_dir, db=db, name="full", max_steps=3, prompts_per_step=2,
                        group_size=2, eval_size=4, eval_every=100, checkpoint_every=100)
-    assert guarded(lambda: run_headless(config)) == 2
+    assert handled(lambda: run_headless(config), config.db) == 2
 
     (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("rlab: error:")]
     assert line == (f"rlab: error: cannot write the run file {db}: the disk is full (the last write was rolled "

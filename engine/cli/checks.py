@@ -16,6 +16,7 @@ import typing
 from pathlib import Path
 
 from rlab.engine.cli.errors import CliError
+from rlab.store.errors import UsageError
 
 if typing.TYPE_CHECKING:
     from rlab.engine.config import RunConfig
@@ -70,8 +71,6 @@ def _check_reopen(config: RunConfig) -> None:
         reopened = (plan_fork(config) if config.fork_from is not None else plan_resume(config)).config
     except SettingsError as err:
         raise CliError(f"{'fork' if config.fork_from else '--resume'}: {err}") from None
-    except (KeyError, ValueError, FileNotFoundError) as err:
-        raise CliError(str(err.args[0] if isinstance(err, KeyError) else err)) from None
     _check_run_options(reopened, _scenario(reopened))
 
 
@@ -126,7 +125,7 @@ def _check_model(config: RunConfig, model_dir: Path) -> None:
     path = model_dir / "config.json"
     try:
         model = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CliError(f"--model: model directory {config.model} not found or without a readable "
                        f"config.json ({type(err).__name__}); pass a directory saved by save_pretrained "
                        "(or leave --model out for the tiny policy)") from None
@@ -160,7 +159,6 @@ def _check_device(device: str) -> None:
 
 def _check_vllm(config: RunConfig) -> None:
     """The ``--vllm-url`` list parses, or, without one, a Python with vllm is there to start a server."""
-    from rlab.engine.policy.vllm import VLLMError
     from rlab.engine.policy.vllm_launch import find_vllm_python
     from rlab.engine.policy.vllm_pool import split_urls
 
@@ -169,7 +167,7 @@ def _check_vllm(config: RunConfig) -> None:
             split_urls(config.vllm_url)
         else:
             find_vllm_python(config.vllm_python)
-    except (ValueError, VLLMError) as err:
+    except UsageError as err:  # a --vllm-url that names no server, or no vllm to start one (VLLMError)
         raise CliError(f"--backend vllm: {err}") from None
 
 
@@ -194,6 +192,7 @@ def check_run_file(db: Path, *, writable: bool) -> None:
 
 def _check_name_and_resume(config: RunConfig) -> None:
     from rlab.store.db import run_owner_alive
+    from rlab.store.errors import RunNotFoundError
     from rlab.store.reader import resolve_run
     from rlab.store.reader import StoreReader
 
@@ -212,7 +211,7 @@ def _check_name_and_resume(config: RunConfig) -> None:
             return
         try:
             run = resolve_run(reader, config.resume)
-        except KeyError as err:
+        except RunNotFoundError as err:
             raise CliError(f"--resume: {err.args[0]}") from None
     if run_owner_alive(run):
         raise CliError(f"--resume {config.resume}: run {run['name']!r} in {config.db} is still running "

@@ -6,6 +6,7 @@
     rlab set RUN KEY=VALUE ...    change a live run's settings between two steps
     rlab watch [--db PATH] [RUN]  attach the TUI to a run (running or finished)
     rlab watch --follow DIR [--db PATH] [NAME]   import a trainer's files live, watch them
+    rlab follow DIR --db PATH --name NAME   the importer behind watch --follow, without the TUI
     rlab runs [--db PATH] [--json]
     rlab export RUN --out DIR [--db PATH] [--format rlab|verifiers|trl|art]
     rlab import PATH [--db PATH] [--name NAME] [--format trl|verifiers|art|inspect|verl]
@@ -27,15 +28,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import sqlite3
+import re
 import sys
+from pathlib import Path
 
 from rlab.engine.cli import control, files, loops, run, serve, watch
-from rlab.engine.cli.errors import ArgumentParser, CliError, error_line, expected_errors, file_errors
+from rlab.engine.cli.errors import ArgumentParser, handled
 from rlab.engine.cli.parsers import DEFAULT_DB, Command
-
-#: The commands that load a model (or start a server), and so may raise the engine's own errors.
-LOADS_A_MODEL = (*run.WITH_RUN_OPTIONS, "eval", "select", "serve")
 
 
 #: Every command's handler by name.
@@ -56,40 +55,27 @@ def build_parser(*, run_options: bool = True) -> argparse.ArgumentParser:
     run.add_parsers(sub, run_options=run_options)
     for group in (watch, files, loops, control, serve):
         group.add_parsers(sub)
+    parser.set_defaults(command_parsers=sub.choices)  # each command's parser, for _unrecognized's hint
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rlab``; returns the exit status.
 
-    Expected failures (bad option values, unknown scenario, missing model
+    A user's error (bad option values, unknown scenario, missing model
     directory, unwritable, damaged or read-only-and-old run file, unknown or
-    still running run) print one ``rlab: error: ...`` line naming the
-    problem and the fix and exit with status 2, without a traceback
-    (``engine.cli.errors``).
+    still running run) prints one ``rlab: error: ...`` line naming the
+    problem and the fix and exits with status 2, without a traceback; a bug
+    keeps its traceback (``engine.cli.errors.handled``).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = _with_command(argv)
     parser = build_parser(run_options=argv[0] in run.WITH_RUN_OPTIONS)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        _unrecognized(parser, args.command, unknown)
+        _unrecognized(parser, args.command_parsers[args.command], unknown)
     args.argv = argv[1:]
-    try:
-        return COMMANDS[args.command](args)
-    except CliError as err:  # before the engine's errors: naming them imports torch
-        print(error_line(err), file=sys.stderr)
-        return 2
-    except (expected_errors() if args.command in LOADS_A_MODEL else file_errors()) as err:
-        if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
-            from rlab.store.db import read_error
-
-            err = read_error(getattr(args, "db", DEFAULT_DB), err)
-        print(error_line(err), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("rlab: interrupted", file=sys.stderr)
-        return 130
+    return handled(lambda: COMMANDS[args.command](args), Path(getattr(args, "db", DEFAULT_DB)))
 
 
 def _with_command(argv: list[str]) -> list[str]:
@@ -100,11 +86,11 @@ def _with_command(argv: list[str]) -> list[str]:
     return [run.RUN, *argv]
 
 
-def _unrecognized(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> None:
-    """Exit (status 2) naming the first unknown option, the closest known one, and the command's help."""
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    known = [flag for action in subparsers.choices[command]._actions for flag in action.option_strings]
+def _unrecognized(parser: argparse.ArgumentParser, command: argparse.ArgumentParser, unknown: list[str]) -> None:
+    """Exit (status 2) naming the first unknown option, the closest of ``command``'s (read off its
+    help, argparse's public view of them), and the command's help."""
+    known = re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*", command.format_help())
     word = next((u for u in unknown if u.startswith("-")), unknown[0]).split("=")[0]
     close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
-    parser.exit(2, f"rlab: error: unrecognized argument {word}{hint} (see `rlab {command} --help`)\n")
+    parser.exit(2, f"rlab: error: unrecognized argument {word}{hint} (see `{command.prog} --help`)\n")

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
 
 from rlab.engine.cli.checks import check_options
-from rlab.engine.cli.errors import ArgumentParser, CliError, error_line, guarded
+from rlab.engine.cli.errors import ArgumentParser, CliError, handled
 from rlab.engine.cli.options import add_fork_arguments, add_run_options, config_from_args, engine_command
-from rlab.engine.cli.parsers import Command, Subparsers, add_db
+from rlab.engine.cli.parsers import DEFAULT_DB, Command, Subparsers, add_db
 
 if typing.TYPE_CHECKING:
     from rlab.engine.config import RunConfig
@@ -52,7 +51,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # RunConfig checks the --alert thresholds
     check_options(config)
     if args.headless:
-        return guarded(lambda: run_headless(config))
+        return run_headless(config)
     from rlab.engine.cli.frontend import frontend
 
     name = run_name(config)
@@ -157,13 +156,13 @@ def engine_main(argv: Sequence[str] | None = None) -> int:
                             description="The Rollout Lab engine: train headless (rlab run --headless).")
     add_run_options(parser)
     args = parser.parse_args(argv)
-    try:
+
+    def checked_run() -> int:
         config = config_from_args(args)
         check_options(config)
-    except CliError as err:
-        print(error_line(err), file=sys.stderr)
-        return 2
-    return guarded(lambda: run_headless(config))
+        return run_headless(config)
+
+    return handled(checked_run, Path(getattr(args, "db", None) or DEFAULT_DB))
 
 
 def cmd_set(args: argparse.Namespace) -> int:

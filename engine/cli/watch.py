@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the alerts import RunConfig, which `rlab watch` pays for on
 
 
 def add_parsers(sub: Subparsers) -> None:
-    """Add ``watch`` to ``sub``."""
+    """Add ``watch`` and ``follow`` to ``sub``."""
     watch = sub.add_parser("watch", help="attach the TUI to a run in a file")
     add_db(watch)
     watch.add_argument("run", nargs="?", help="run name or id (default: the latest)")
@@ -25,6 +25,28 @@ def add_parsers(sub: Subparsers) -> None:
                        help="override an alert threshold of the run config while watching")
     watch.add_argument("--follow", type=folder, metavar="DIR",
                        help="import a TRL output_dir / verl rollout dir as it is written, and watch it")
+    add_follow_parser(sub)
+
+
+def add_follow_parser(sub: Subparsers) -> None:
+    """Add ``follow``, the importer that ``watch --follow`` starts in the background."""
+    follow = sub.add_parser("follow", help="import a trainer's folder into a run as its files appear, until "
+                            "stopped (what `rlab watch --follow` runs in the background)")
+    follow.add_argument("source", type=Path, help="the trainer's output folder")
+    add_db(follow)
+    follow.add_argument("--name", required=True, help="the run to create")
+    # the importer checks the format (store.formats.follow.FOLLOWABLE): importing it here costs every command 0.4 s
+    follow.add_argument("--format", help="the folder's format, trl, verl or art (default: detected)")
+    follow.add_argument("--interval", type=float, default=0.5, help="seconds between polls (%(default)s)")
+    follow.add_argument("--idle-exit", type=float, help="stop after this many seconds without a new file")
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    """``rlab follow DIR --db FILE --name NAME``: import until stopped (``store.formats.follow``)."""
+    from rlab.store.formats.follow import Follower
+
+    Follower(args.source, args.db, args.name, args.format).run(interval=args.interval, idle_exit=args.idle_exit)
+    return 0
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -65,8 +87,8 @@ def _follow_name(source: Path, db: Path, name: str | None) -> str:
 
 def follower_command(source: Path, db: Path, name: str) -> list[str]:
     """The importer that fills run ``name`` of ``db`` from the trainer folder ``source``
-    as files appear (``python -m rlab.store.formats.follow``; the TUI spawns it)."""
-    return [sys.executable, "-P", "-m", "rlab.store.formats.follow", str(source), "--db", str(db), "--name", name]
+    as files appear (``rlab follow``; the TUI spawns it)."""
+    return [sys.executable, "-P", "-m", "rlab.engine.cli", "follow", str(source), "--db", str(db), "--name", name]
 
 
 def checked_thresholds(stored: dict[str, Any], words: list[str]) -> AlertThresholds:
@@ -91,4 +113,4 @@ def checked_thresholds(stored: dict[str, Any], words: list[str]) -> AlertThresho
 
 
 #: This group's handlers by command name.
-COMMANDS: dict[str, Command] = {"watch": cmd_watch}
+COMMANDS: dict[str, Command] = {"watch": cmd_watch, "follow": cmd_follow}

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from rlab.store.errors import UsageError
+
 
 def set_cpu_threads(threads: int | None, *, tiny_policy: bool) -> None:
     """Set torch's intra-op CPU threads: ``threads``, or by default :func:`default_cpu_threads`.
@@ -86,11 +88,11 @@ def uses_bf16(model, device: str | torch.device, wanted: bool | None) -> bool:
     :data:`CPU_BF16_MIN_PARAMETERS` parameters.
 
     Raises:
-        ValueError: bf16 asked for on a device without native bf16.
+        UsageError: bf16 asked for on a device without native bf16.
     """
     supported = bf16_supported(device)
     if wanted and not supported:
-        raise ValueError(f"bf16 was asked for but device {device!r} lacks native bf16 (a GPU with bf16, or a CPU "
+        raise UsageError(f"bf16 was asked for but device {device!r} lacks native bf16 (a GPU with bf16, or a CPU "
                          f"with {' or '.join(NATIVE_BF16_CPU_FLAGS)}); use --no-bf16")
     if wanted is not None:
         return wanted

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 import torch
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from rlab.store.errors import UsageError
+
 if TYPE_CHECKING:
     from peft import PeftModel
 
 
-class LoraError(ValueError):
+class LoraError(UsageError):
     """LoRA settings that do not fit the model (e.g. unknown target modules)."""
 
 

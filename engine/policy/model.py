@@ -22,13 +22,14 @@ from rlab.engine.policy.sampling_weights import SamplingWeights
 from rlab.engine.policy.static_generation import sample_static
 from rlab.engine.tools.render import tool_prompt
 from rlab.engine.types import Sample
+from rlab.store.errors import UsageError
 
 
 #: Rendered prompts kept by :meth:`Policy.render` (cleared when full).
 RENDER_CACHE_SIZE = 20_000
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(UsageError, RuntimeError):
     """A model directory is missing or is not a Hugging Face causal LM."""
 
 

@@ -35,6 +35,7 @@ import openai
 
 from rlab.engine.policy.kv import PrefixCache
 from rlab.engine.types import Sample
+from rlab.store.errors import UsageError
 
 TOKEN_ID_PREFIX = "token_id:"
 RUNTIME_LORA_FIX = (
@@ -43,7 +44,7 @@ RUNTIME_LORA_FIX = (
 )
 
 
-class VLLMError(RuntimeError):
+class VLLMError(UsageError, RuntimeError):
     """The vLLM server could not be reached, refused a request or answered oddly.
 
     The message says what failed and how to fix it.

@@ -45,6 +45,7 @@ from typing import TextIO
 import openai
 
 from rlab.engine.policy.vllm import VLLMError
+from rlab.store.errors import UsageError
 
 #: The environment variable naming the Python that has vllm installed.
 PYTHON_ENV = "RLAB_VLLM_PYTHON"
@@ -101,12 +102,12 @@ def lora_rank_limit(rank: int) -> int:
     """The smallest ``--max-lora-rank`` vLLM accepts that holds an adapter of ``rank`` (at least 16).
 
     Raises:
-        ValueError: ``rank`` above vLLM's largest (512).
+        UsageError: ``rank`` above vLLM's largest (512).
     """
     for limit in LORA_RANK_LIMITS:
         if limit >= max(rank, 16):
             return limit
-    raise ValueError(f"--lora-rank {rank}: vLLM serves LoRA ranks up to {LORA_RANK_LIMITS[-1]}")
+    raise UsageError(f"--lora-rank {rank}: vLLM serves LoRA ranks up to {LORA_RANK_LIMITS[-1]}")
 
 
 def find_vllm_python(explicit: str | os.PathLike[str] | None = None) -> str:

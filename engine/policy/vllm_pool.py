@@ -22,6 +22,7 @@ from pathlib import Path
 from rlab.engine.policy.vllm import ServerDown, VLLMBackend, VLLMError, adapter_name, save_step_adapter
 from rlab.engine.policy.kv import PrefixCache
 from rlab.engine.types import Sample
+from rlab.store.errors import UsageError
 
 #: ``on_drop(base_url, reason)``: called once per dropped server.
 DropHandler = Callable[[str, str], None]
@@ -31,13 +32,13 @@ def split_urls(text: str) -> list[str]:
     """The URLs of a comma-separated ``--vllm-url`` (blanks dropped).
 
     Raises:
-        ValueError: no URL, or the same URL twice.
+        UsageError: no URL, or the same URL twice.
     """
     urls = [u.strip() for u in text.split(",") if u.strip()]
     if not urls:
-        raise ValueError(f"--vllm-url {text!r} names no server; pass http://HOST:PORT/v1[,http://...]")
+        raise UsageError(f"--vllm-url {text!r} names no server; pass http://HOST:PORT/v1[,http://...]")
     if len(set(urls)) != len(urls):
-        raise ValueError(f"--vllm-url {text!r} names a server twice; each must appear once")
+        raise UsageError(f"--vllm-url {text!r} names a server twice; each must appear once")
     return urls
 
 

@@ -12,8 +12,10 @@ import traceback
 import types
 from pathlib import Path
 
+from rlab.store.errors import UsageError
 
-class RubricError(ValueError):
+
+class RubricError(UsageError):
     """A reward file that cannot be used as a rubric.
 
     Attributes:

@@ -30,6 +30,7 @@ from typing import Any
 
 from rlab.engine.rewards.child import DEFAULT_MEMORY_MB, UserCodeProcess
 from rlab.engine.types import ToolCall
+from rlab.store.errors import UsageError
 from rlab.store.secrets import scrub_text, secret_env_values
 
 #: The tool worker's module.
@@ -45,7 +46,7 @@ LOAD_TIMEOUT_S = 60.0
 DEFAULT_TOOL_MEMORY_MB = 2 * DEFAULT_MEMORY_MB
 
 
-class ToolsError(ValueError):
+class ToolsError(UsageError):
     """A task's tools that cannot be offered: the file does not load, or a tool has no schema.
 
     Raised before a run starts; the message names the file, the tool and the fix."""

@@ -19,6 +19,7 @@ from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM
 
 from rlab.engine.policy.lora import is_lora
+from rlab.store.errors import UsageError
 
 #: Files inside a checkpoint directory.
 ADAPTER_DIR = "adapter"
@@ -27,7 +28,7 @@ OPTIMIZER_FILE = "optimizer.pt"
 STATE_FILE = "trainer_state.pt"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UsageError, RuntimeError):
     """A checkpoint directory that is missing, incomplete or of another model kind."""
 
 

@@ -1,8 +1,10 @@
 """Follow another trainer's output folder and import each new step file as it appears.
 
-    python -P -m rlab.store.formats.follow DIR --db FILE --name NAME [--format trl|verl|art]
+    rlab follow DIR --db FILE --name NAME [--format trl|verl|art]
 
-This is the background importer behind ``rlab watch --follow DIR``: it
+This is the background importer behind ``rlab watch --follow DIR`` (its
+command line is ``engine.cli.watch``'s, with every other command's error
+handling): it
 creates the run (status ``running``, owned by this process), then polls DIR
 every ``--interval`` seconds. A step file is imported once it has kept the
 same size and modification time over one poll interval (so a file the
@@ -17,9 +19,7 @@ for TRL's own metrics live).
 
 from __future__ import annotations
 
-import argparse
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -165,26 +165,3 @@ class Follower:
             self.close("failed")
             raise
         self.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m rlab.store.formats.follow``; errors as one ``rlab: error:`` line."""
-    parser = argparse.ArgumentParser(prog="rlab-follow", description=__doc__.splitlines()[0])
-    parser.add_argument("source", type=Path)
-    parser.add_argument("--db", type=Path, required=True)
-    parser.add_argument("--name", required=True)
-    parser.add_argument("--format", choices=list(FOLLOWABLE))
-    parser.add_argument("--interval", type=float, default=0.5, help="seconds between polls")
-    parser.add_argument("--idle-exit", type=float, help="stop after this many idle seconds")
-    args = parser.parse_args(argv)
-    try:
-        Follower(args.source, args.db, args.name, args.format).run(
-            interval=args.interval, idle_exit=args.idle_exit)
-    except (UsageError, OSError) as error:  # FormatError is one; anything else is a bug, with its traceback
-        print(f"rlab: error: {error}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
