@@ -354,3 +354,27 @@ def test_a_lone_surrogate_a_tool_returns_or_raises_is_stored_as_its_escape(tmp_p
     text = call.result if call.error is None else call.error
     assert ("\\ud800" if name == "lone" else "\\udfff") in text
     text.encode("utf-8")  # what the store writes
+
+
+def test_rlab_run_refuses_a_tools_file_no_call_can_use_before_it_starts(tmp_path, capsys, monkeypatch):
+    """Issue 59, item 6, through `rlab run`: the task's tools file is refused in one line naming
+    the tool and the fix (after the build's announcement: the build reads the schemas first),
+    exit 2, and the run file is not created."""
+    from rlab.engine.cli.main import main
+
+    monkeypatch.setenv("RLAB_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tools.py").write_text(f"def f(*args: int, **kw: int) -> int:\n{DOC}")
+    (tmp_path / "rewards.py").write_text("def correct(example, completion):\n    return 1.0\n")
+    rows = [{"prompt": f"{a} + 2?", "answer": str(a + 2)} for a in range(20)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "transcripts.jsonl").write_text(json.dumps({"messages": [
+        {"role": "user", "content": "2 + 2?"}, {"role": "assistant", "content": "4"}]}) + "\n")
+    (tmp_path / "task.toml").write_text('train = "train.jsonl"\nrewards = "rewards.py"\ntools = "tools.py"\n'
+                                        'transcripts = "transcripts.jsonl"\n')
+    db = tmp_path / "runs.db"
+    code = main(["run", "--headless", "--task", str(tmp_path / "task.toml"), "--db", str(db), "--max-steps", "1",
+                 "--prompts-per-step", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("rlab: error:") and "Traceback" not in "".join(err), err
+    assert "tool f in tools.py takes *args" in err[-1] and "name each argument" in err[-1]
+    assert not db.exists()

@@ -255,10 +255,12 @@ async def test_r_lists_runs_and_compares_manifests(db):
                                                             "7", "0.80"]  # training steps 1-7 (step 0 is the eval before training)
         await pilot.press("up", "x", "down", "c")
         await until(pilot, lambda: isinstance(app.screen, CompareScreen))
-        verdict = app.screen.query_one("#verdict", Static)
-        await until(pilot, lambda: "differ" in str(verdict.render()))
-        assert "dataset.name" in str(verdict.render())
-        assert "sampling.temperature: A 1.0" in str(verdict.render())
+        # two training runs compare by their held-out evals at matched steps, as `rlab compare`
+        # pairs them; these two evaluated at no common step, and the screen says so
+        await until(pilot, lambda: app.screen.branches is not None)
+        assert "A demo and B gigpo-demo" in str(app.screen.query_one("#verdict", Static).render())
+        assert "no step after 0 has a held-out eval in both runs" in str(
+            app.screen.query_one("#paired", Static).render())
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, RunsScreen))
         await pilot.press("enter")  # watch the highlighted run (gigpo-demo)
