@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlab.engine.paths import engine_log_path
+from rlab.engine.train.building import marker_path
 
 #: Seconds :meth:`EngineSupervisor.stop` waits for the engine to exit.
 STOP_WAIT_S = 10.0
@@ -95,8 +96,9 @@ class EngineSupervisor:
 
     def __init__(self, cmd: list[str], db_path: Path, run_name: str) -> None:
         self.cmd = list(cmd)
+        self.db_path = Path(db_path)
         self.run_name = run_name
-        self.log_path = engine_log_path(Path(db_path), run_name)
+        self.log_path = engine_log_path(self.db_path, run_name)
         self.process: subprocess.Popen | None = None
         self._line: str | None = None
         self._exit_reported = False
@@ -130,6 +132,8 @@ class EngineSupervisor:
         self.process.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(wait_s)
+        if self.process.poll() is not None:  # a build ended by SIGTERM had no time to remove its marker
+            marker_path(self.db_path, self.run_name).unlink(missing_ok=True)
 
     def check(self) -> EngineStatus | None:
         """What is new with the engine (reads its log: call it off the UI thread).

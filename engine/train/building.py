@@ -38,11 +38,13 @@ def marker_path(db_path: Path, run_name: str) -> Path:
 
 @dataclass(frozen=True)
 class Build:
-    """A build in progress: run ``run``'s, in process ``pid``, since ``started`` (Unix seconds)."""
+    """A build in progress: run ``run``'s, in process ``pid``, since ``started`` (Unix seconds),
+    said by ``marker``."""
 
     run: str
     pid: int
     started: float
+    marker: Path
 
 
 @contextlib.contextmanager
@@ -70,7 +72,7 @@ def find_build(db_path: Path, run_name: str) -> Build | None:
         found = json.loads(marker.read_text())
     except FileNotFoundError:
         return None
-    build = Build(str(found["run"]), int(found["pid"]), float(found["started"]))
+    build = Build(str(found["run"]), int(found["pid"]), float(found["started"]), marker)
     if not _alive(build.pid) or not _ours(build.pid):
         marker.unlink(missing_ok=True)
         return None
@@ -78,13 +80,17 @@ def find_build(db_path: Path, run_name: str) -> Build | None:
 
 
 def stop_build(build: Build, wait_s: float = STOP_WAIT_S) -> bool:
-    """Send the build's process SIGTERM and wait up to ``wait_s`` seconds; whether it ended."""
+    """Send the build's process SIGTERM and wait up to ``wait_s`` seconds; whether it ended (its
+    marker removed then: SIGTERM's default action leaves the process no time to remove it)."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(build.pid, signal.SIGTERM)
     deadline = time.monotonic() + wait_s
     while _alive(build.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not _alive(build.pid)
+    if _alive(build.pid):
+        return False
+    build.marker.unlink(missing_ok=True)
+    return True
 
 
 def _alive(pid: int) -> bool:
