@@ -43,6 +43,11 @@ def test_a_canonical_call_parses_and_renders_back_to_the_same_text():
     ('<tool_call>{"name": "add", "arguments": {"a": ' + "[" * 1000 + "]" * 1000 + "}}</tool_call>", "too deeply"),
     ('<tool_call>{"name": "add", "arguments": {"a": ' + "7" * 4301 + "}}</tool_call>", "4300 digits"),
     ('<tool_call>{"name": "add", "arguments": {"a": "\\ud800"}}</tool_call>', "lone surrogate"),
+    # the same inside an "arguments" string, which is parsed again (the nesting escaped there as a RecursionError)
+    ('<tool_call>{"name": "add", "arguments": "{\\"a\\": ' + "[" * 1000 + "]" * 1000 + '}"}</tool_call>',
+     "not a JSON object: it nests its JSON too deeply"),
+    ('<tool_call>{"name": "add", "arguments": "{\\"a\\": ' + "7" * 4301 + '}"}</tool_call>', "4300 digits"),
+    ('<tool_call>{"name": "add", "arguments": "{\\"a\\": \\"\\\\ud800\\"}"}</tool_call>', "lone surrogate"),
 ])
 def test_a_malformed_call_is_a_call_with_a_problem_never_an_exception(text, problem):
     [call] = parse_turn(text).calls

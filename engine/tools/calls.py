@@ -86,19 +86,32 @@ def parse_turn(text: str) -> ParsedTurn:
 
 
 def _parse_block(body: str) -> list[ParsedCall]:
-    try:
-        value = json.loads(body)
-    except json.JSONDecodeError as err:
-        return [ParsedCall("", {}, f"the tool call is not valid JSON ({_where(err)})")]
-    except RecursionError:  # legal JSON nested past Python's stack: a BPE token holds many '['
-        return [ParsedCall("", {}, "the tool call nests its JSON too deeply")]
-    except ValueError as err:  # legal JSON Python will not read, e.g. an integer past 4,300 digits
-        return [ParsedCall("", {}, f"the tool call's JSON cannot be read ({str(err).split(';')[0]})")]
-    if not _is_text(value):
-        return [ParsedCall("", {}, "the tool call holds a lone surrogate escape (such as \\ud800), "
-                                   "which is not text")]
+    value, problem = _loads(body)
+    if problem is not None:
+        return [ParsedCall("", {}, f"the tool call {problem}")]
     items = value if isinstance(value, list) and value else [value]
     return [_parse_call(item) for item in items]
+
+
+def _loads(text: str) -> tuple[Any, str | None]:
+    """``text``'s JSON value and None, or None and why Python cannot take it (a phrase after a
+    subject): the call's block and an ``arguments`` string alike, since the policy writes both.
+    Legal JSON is refused too when it nests past Python's stack (a BPE token holds many '['),
+    holds an integer past 4,300 digits, or a lone surrogate escape (``"\\ud800"``, which no
+    hash, file or store can take)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        return None, f"is not valid JSON ({_where(err)})"
+    except RecursionError:
+        return None, "nests its JSON too deeply"
+    except ValueError as err:  # json's own limits, e.g. Python's int-string one
+        return None, f"holds JSON that cannot be read ({str(err).split(';')[0]})"
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return None, "holds a lone surrogate escape (such as \\ud800), which is not text"
+    return value, None
 
 
 def _where(err: json.JSONDecodeError) -> str:
@@ -106,25 +119,16 @@ def _where(err: json.JSONDecodeError) -> str:
     return f"{err.msg.removesuffix(' at')} at character {err.pos}"
 
 
-def _is_text(value: Any) -> bool:
-    """Whether every string in the parsed ``value`` can be written as UTF-8: JSON's
-    ``"\\ud800"`` decodes to a lone surrogate, which no hash, file or store can take."""
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _parse_call(item: Any) -> ParsedCall:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
         return ParsedCall("", {}, 'the tool call has no "name" string')
     arguments = item.get("arguments", item.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            return ParsedCall(item["name"], {}, '"arguments" is a string that is not a JSON object')
+    if isinstance(arguments, str) and arguments.strip():
+        arguments, problem = _loads(arguments)
+        if problem is not None:
+            return ParsedCall(item["name"], {}, f'"arguments" is a string that is not a JSON object: it {problem}')
+    elif isinstance(arguments, str):
+        arguments = {}
     if not isinstance(arguments, dict):
         return ParsedCall(item["name"], {}, f'"arguments" must be an object, got {type(arguments).__name__}')
     return ParsedCall(item["name"], arguments)

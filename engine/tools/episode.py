@@ -82,5 +82,4 @@ class ToolEpisode:
 
     def _key(self) -> str:
         text = json.dumps(self._history, sort_keys=True, ensure_ascii=False, default=str)
-        # surrogatepass: a tool may return a lone surrogate; the key of valid text is unchanged
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
