@@ -17,9 +17,6 @@ import typing
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from rlab.engine.flags import validation_message
 from rlab.store.errors import UsageError
 
 ERROR_PREFIX = "rlab: error: "
@@ -52,8 +49,6 @@ def error_line(err: BaseException) -> str:
     from rlab.store.secrets import scrub_text
 
     message = err.args[0] if isinstance(err, KeyError) and err.args else err
-    if isinstance(err, ValidationError):
-        message = validation_message(err)
     return scrub_text(f"{ERROR_PREFIX}{message}")
 
 
