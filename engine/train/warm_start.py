@@ -106,11 +106,11 @@ def _tool_report(scenario: ToolScenario, built: WarmStart, seed: int) -> str:
               + f", and solved {probed.pass_at_1:.0%}")
     if use > 0 and ok > 0:
         return report
-    calling = sum(any(m.get("role") == "assistant" and "tool_calls" in m for m in t)
-                  for t in scenario.sft_transcripts(seed))
+    transcripts = scenario.sft_transcripts(seed)
+    calling = sum(any(m.get("role") == "assistant" and "tool_calls" in m for m in t) for t in transcripts)
     return (f"warning: {report}: it does not call its tools yet, and RL cannot reward a call it never makes; "
             f"raise warm_start_steps (now {scenario.warm_start_steps}) or give it more transcripts that call "
-            f"them ({calling} of {len(scenario.sft_transcripts(seed))} call one)")
+            f"them ({calling} of {len(transcripts)} call one)")
 
 
 class WarmStartError(ModelLoadError):
