@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -164,12 +165,13 @@ def check_run_file(path: str | Path, *, writable: bool, pages: bool = True) -> N
 
 
 def _check_creatable(path: Path) -> None:
+    # An unnamed file in the folder: a probe at ``path`` itself would appear and vanish,
+    # and a reader polling for the run file (the TUI, a test) could open it in between.
     try:
-        path.open("xb").close()
+        tempfile.TemporaryFile(dir=path.parent).close()
     except OSError as err:
         raise RunFileError(f"cannot create the run file {path}: {err.strerror}; "
                            "pass --db with a writable path") from None
-    path.unlink()
 
 
 def _check_not_truncated(path: Path, header: bytes) -> None:

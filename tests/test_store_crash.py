@@ -250,3 +250,29 @@ def test_damage_is_found_by_the_page_check_or_by_the_read_that_meets_it(tmp_path
         assert [run["name"] for run in reader.runs()] == ["demo", "gigpo-demo"]  # pages it does not meet
         with pytest.raises(RunFileError, match=r"is damaged: database disk image is malformed.*\.recover"):
             reader.rollouts_since(ids["gigpo-demo"], 0)
+
+
+def test_checking_a_new_run_file_never_makes_it_appear(tmp_path):
+    """The writability probe must not create the run file itself: a reader polling for the
+    file (the TUI, `rlab watch`) would open it between its creation and removal and fail."""
+    import threading
+
+    path = tmp_path / "new.db"
+    seen = []
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            if path.exists():
+                seen.append(True)
+                return
+
+    watcher = threading.Thread(target=poll)
+    watcher.start()
+    try:
+        for _ in range(300):
+            check_run_file(path, writable=True)
+    finally:
+        done.set()
+        watcher.join()
+    assert not seen and list(tmp_path.iterdir()) == []
