@@ -148,7 +148,7 @@ def _validated(model: type[SpecT], raw: dict[str, Any], where: str) -> SpecT:
 
 def _validation_message(err: ValidationError, model: type[BaseModel]) -> str:
     def describe(problem: Problem) -> str:
-        key = ".".join(map(str, problem.loc))
+        key = problem.key
         if problem.kind == "extra_forbidden":
             return f"unknown key {key!r} (known keys: {', '.join(model.model_fields)})"
         return f"missing key {key!r}" if problem.kind == "missing" else f"{key}: {problem.rule}"

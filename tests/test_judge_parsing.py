@@ -111,3 +111,12 @@ def test_settings_validate_and_build(tmp_path):
                 {"api_key": "sk-x"}):
         with pytest.raises(ValidationError, match=next(iter(bad))):
             JudgeSettings(model="m", **bad)
+
+
+def test_an_answer_off_the_schema_is_one_line_naming_three_problems_and_counting_the_rest():
+    """Was pydantic's raw error dicts (``exc.errors()[:3]``, input values and all)."""
+    text = json.dumps({"scores": [{"trajectory_id": str(i)} for i in range(5)]})
+    with pytest.raises(JudgeAnswerError) as caught:
+        parse_answer(text, [str(i) for i in range(5)])
+    assert str(caught.value) == ("answer does not match the schema: scores.0.explanation: required; "
+                                 "scores.0.score: required; scores.1.explanation: required; and 7 more")

@@ -44,6 +44,7 @@ from textual.worker import get_current_worker
 
 from rlab.engine.alert_thresholds import AlertThresholds
 from rlab.engine.rewards.edit.stored import ExampleIndex
+from rlab.engine.validation import Problem, one_line
 from rlab.store.control import send_command
 from rlab.store.db import existing_run_file
 from rlab.store.reader import StoreReader
@@ -70,6 +71,12 @@ NOTIFY_EVENTS = {"error": ("error", "engine error"), "judge_failed": ("warning",
 MODAL_BLOCKED = frozenset({"toggle_pause", "step_once", "search", "runs", "reward_editor", "revert_rewards", "help",
                            "open", "move_step", "move_group", "move_traj", "fork", "settings"})
 """App actions that a dialog on top (quit, help, search) switches off."""
+
+
+def _bad_threshold(problem: Problem) -> str:
+    """One bad threshold of a run config, by the name ``rlab set RUN alert.NAME=VALUE`` takes."""
+    rule = "no such alert setting" if problem.kind == "extra_forbidden" else problem.rule
+    return f"alert.{problem.key}: {rule}"
 
 
 class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
@@ -237,7 +244,7 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
             return AlertThresholds.model_validate(config.get("alerts", {}))
         except ValidationError as exc:
             self.call_from_thread(self.notify, f"bad alert thresholds in the run config, using "
-                                  f"the defaults: {exc}", severity="error", timeout=10)
+                                  f"the defaults: {one_line(exc, _bad_threshold)}", severity="error", timeout=10)
             return AlertThresholds()
 
     def _find_run(self, reader: StoreReader) -> int | None:

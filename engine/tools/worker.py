@@ -235,9 +235,11 @@ def _described(exc: BaseException) -> str:
 def _failure(name: str, exc: BaseException, seconds: float) -> dict[str, Any]:
     from pydantic import ValidationError
 
+    from rlab.engine.validation import one_line
+
     if isinstance(exc, ValidationError):
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
-                             for e in exc.errors(include_url=False))
+        # the policy reads pydantic's own words, as tool frameworks show a model, each at its argument
+        problems = one_line(exc, lambda problem: f"{problem.key or 'arguments'}: {problem.message}")
         return _answer(error=f"{BAD_ARGUMENTS} {name}: {problems}", kind="bad_arguments", seconds=seconds)
     return _answer(error=f"{name} raised {_described(exc)}", kind="raised", seconds=seconds)
 

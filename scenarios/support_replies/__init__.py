@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from rlab.engine.validation import located, one_line
 from rlab.scenarios.base import BuiltinScenario
 
 DATA_FILE = Path(__file__).with_name("data.jsonl")
@@ -105,7 +106,8 @@ def load_examples(path: Path = DATA_FILE) -> list[dict[str, Any]]:
         try:
             examples.append(SupportExample.model_validate_json(line).model_dump())
         except ValidationError as exc:
-            raise ValueError(f"{path.name} line {number} is not a valid example: {exc}") from exc
+            raise ValueError(f"{path.name} line {number} is not a valid example: "
+                             f"{one_line(exc, located)}") from exc
     ids = [ex["id"] for ex in examples]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path.name} has repeated ids; every example needs its own id")

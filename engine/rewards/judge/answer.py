@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rlab.engine.validation import located, one_line
+
 #: Longest explanation the JSON schema allows, characters: a small local
 #: judge left unbounded wrote 1,500-2,400 tokens per group and was cut off
 #: mid-explanation (issue 14).
@@ -164,7 +166,8 @@ def parse_answer(text: str | None, ids: Sequence[str]) -> tuple[list[float], lis
     try:
         answer = JudgeAnswer.model_validate(extract_json_object(text))
     except ValidationError as exc:
-        raise JudgeAnswerError(f"answer does not match the schema: {exc.errors()[:3]}") from exc
+        # a long group breaks a rule once per entry: three name the mistake, the rest are counted
+        raise JudgeAnswerError(f"answer does not match the schema: {one_line(exc, located, most=3)}") from exc
     if not answer.scores:
         raise JudgeAnswerError('the judge returned an empty list ({"scores": []})')
     by_id: dict[str, ScoredTrajectory] = {}
