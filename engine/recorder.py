@@ -30,9 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rlab.engine.alert_inputs import GroupStats, reward_scale
-from rlab.engine.alert_thresholds import AlertThresholds
-from rlab.engine.alerts import AlertWatch
+from rlab.engine.alerts import REWARD_HOLES, AlertThresholds, AlertWatch, GroupStats, reward_scale
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
 from rlab.engine.rewards.judge.ruler import JudgeResult
 from rlab.engine.rewards.scoring_process import RubricVersion
@@ -41,10 +39,6 @@ from rlab.store.control import Controller
 from rlab.store.records import GroupRecord, TrajectoryRecord
 from rlab.store.stepstats import step_stats
 from rlab.store.writer import StoreWriter
-
-
-#: Alerts that name a reward the policy games rather than a policy that broke.
-REWARD_HOLES = ("hack", "tool_loop")
 
 
 def say(line: str) -> None:
@@ -255,7 +249,7 @@ class Recorder:
                     + (f"; or {remedy}" if remedy else ""))
 
     def _remedy(self, kind: str, step: int) -> str | None:
-        """What to do about an alert: for a reward the policy games (``hack``, ``tool_loop``),
+        """What to do about an alert: for a reward the policy games (``REWARD_HOLES``),
         and for a collapse after one (the policy collapsed onto the hack), a fixed reward,
         not a lower learning rate; for the others the trainer's own advice (``remedies``)."""
         self._hacked = self._hacked or kind in REWARD_HOLES

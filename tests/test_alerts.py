@@ -1,4 +1,4 @@
-"""Unit tests of the reward-hacking watch (engine/alerts.py)."""
+"""Unit tests of the reward-hacking watch (engine/alerts/)."""
 
 import json
 import random
@@ -11,9 +11,7 @@ from types import SimpleNamespace
 import pydantic
 import pytest
 
-from rlab.engine.alert_inputs import GroupStats, distinct_n
-from rlab.engine.alert_thresholds import AlertThresholds
-from rlab.engine.alerts import AlertWatch
+from rlab.engine.alerts import AlertThresholds, AlertWatch, GroupStats, distinct_n
 from rlab.engine.rewards.judge.agreement import kendall_tau
 from rlab.engine.policy.tiny import embedded_dir
 from rlab.scenarios import get_scenario
@@ -134,10 +132,10 @@ def test_thresholds_reject_unknown_keys():
 
 
 def test_hashed_distinct_n_counts_what_the_word_by_word_count_does():
-    """The numpy count of ASCII groups (alert_inputs._hashed_counts) against the word-by-word one:
+    """The numpy count of ASCII groups (engine.alerts.inputs._hashed_counts) against the word-by-word one:
     every whitespace str.split() splits ASCII at, empty and one-word completions, n from 1 to 4;
     a group with other text takes the word-by-word count."""
-    from rlab.engine.alert_inputs import _counts, _hashed_counts
+    from rlab.engine.alerts.inputs import _counts, _hashed_counts
 
     rng = random.Random(3)
     spaces = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
@@ -251,7 +249,7 @@ def test_hack_compares_the_reward_per_unit_of_weight_with_the_success_rate():
 def test_pause_on_takes_a_comma_list_and_names_unknown_alerts():
     assert AlertThresholds.model_validate({"pause_on": "collapse, hack"}).pause_on == ["collapse", "hack"]
     assert AlertThresholds.model_validate({"pause_on": ""}).pause_on == []
-    with pytest.raises(pydantic.ValidationError, match="not alerts; the alerts: reward_jump"):
+    with pytest.raises(pydantic.ValidationError, match="not alerts; the alerts: collapse, diversity_drop"):
         AlertThresholds.model_validate({"pause_on": "colapse"})
 
 

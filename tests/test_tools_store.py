@@ -9,8 +9,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from fixtures.agentdb import agent_group, build_agent_db
-from rlab.engine.alert_inputs import GroupStats
-from rlab.engine.alert_thresholds import AlertThresholds
+from rlab.engine.alerts import GroupStats
+from rlab.engine.alerts import AlertThresholds
 from rlab.engine.alerts import AlertWatch
 from rlab.store.formats import import_path
 from rlab.store.formats.base import tool_calls_of

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlab.engine.alert_inputs import GroupStats
+from rlab.engine.alerts import GroupStats
 from rlab.engine.alerts import AlertWatch
 from rlab.engine.config import RunConfig
 from rlab.engine.rewards.judge.prompt import build_judge_messages

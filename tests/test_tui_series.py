@@ -84,7 +84,7 @@ def test_the_first_poll_reads_the_newest_groups_and_a_replayed_watch_catches_up_
     """Issue 39: the first screen of a 3 GB run file waited seconds for the replayed watch's
     distinct-n over 20 steps of long completions; it now reads only what it shows."""
     from fixtures.smalldb import build_small_db
-    from rlab.engine.alert_thresholds import AlertThresholds
+    from rlab.engine.alerts import AlertThresholds
     from rlab.store.reader import StoreReader
     from rlab.tui.feed import RunFeed
 

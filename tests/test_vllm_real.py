@@ -110,7 +110,7 @@ def test_the_trainer_measures_and_corrects_a_real_vllm_samplers_mismatch(server,
     log-probs (bf16 on a CPU with native bf16, float32 elsewhere) as the sampler's; its
     ``sampling/*`` metrics equal |log pi_old - log pi_vllm| and min(pi_old / pi_vllm, C)
     computed here from the float32 policy, token by token (Yao et al. 2025, eq. 3)."""
-    from rlab.engine.alert_thresholds import AlertThresholds
+    from rlab.engine.alerts import AlertThresholds
     from rlab.engine.train.trainer import TrainConfig, Trainer
     from rlab.engine.types import TrainSample
 

@@ -42,7 +42,7 @@ from textual.reactive import var
 from textual.screen import ModalScreen
 from textual.worker import get_current_worker
 
-from rlab.engine.alert_thresholds import AlertThresholds
+from rlab.engine.alerts import AlertThresholds
 from rlab.engine.rewards.edit.stored import ExampleIndex
 from rlab.engine.validation import Problem, one_line
 from rlab.store.control import send_command
@@ -92,7 +92,7 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
             own session (it survives the TUI) with its output in
             ``<db_path>.<run_name>.engine.log`` (:class:`tui.supervisor.EngineSupervisor`).
         thresholds: reward-hacking alert thresholds; if None, the run config's
-            ``"alerts"`` dict (see :class:`engine.alert_thresholds.AlertThresholds`) or the defaults.
+            ``"alerts"`` dict (see :class:`engine.alerts.AlertThresholds`) or the defaults.
 
     Raises:
         ValueError: ``engine_cmd`` without ``run_name`` (the app could not tell

@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 
 from rlab.store.reader import StoreReader
 from rlab.store.records import STEP_METRIC_COLUMNS, TERMINAL_STATUSES
-from rlab.engine.alert_inputs import GroupStats
-from rlab.engine.alert_thresholds import AlertThresholds
-from rlab.engine.alerts import Alert, AlertWatch
+from rlab.engine.alerts import Alert, AlertThresholds, AlertWatch, GroupStats
 from rlab.tui.series import StepSeries
 
 PLOT_METRICS = tuple(STEP_METRIC_COLUMNS)

@@ -92,7 +92,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rlab.engine.alert_thresholds import AlertThresholds
+from rlab.engine.alerts import AlertThresholds
 from rlab.engine.config import JudgeSettings
 from rlab.engine.integrations.trl_judge import JUDGE_NAME, JudgedBatch, JudgeReward
 from rlab.engine.integrations.trl_ranks import Ranks
@@ -136,7 +136,7 @@ class RlabCallback(TrainerCallback):
 
     Raises:
         rlab.engine.success.SuccessError: ``success`` is none of the run's reward functions.
-        alerts: thresholds and ``pause_on`` (``engine.alert_thresholds.AlertThresholds``
+        alerts: thresholds and ``pause_on`` (``engine.alerts.AlertThresholds``
             or a dict of them).
         judge: a RULER judge to add as one more reward function (its TRL
             weight: ``judge.weight``).
