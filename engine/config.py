@@ -107,6 +107,11 @@ class RunConfig(BaseModel):
                                   "an error the policy reads (the tool process is then replaced)")
     tool_result_chars: int = Field(4000, ge=1, le=1_000_000, description=(
         "the most characters a tool's result may have; a longer one is an error the policy reads"))
+    agent: str | None = Field(None, description=(
+        "a Python file defining async def rollout(client, model, example): your own agent, run unchanged in "
+        "its own process against the endpoint the engine serves (engine.agent); its calls are the trajectory"))
+    agent_timeout_s: float = Field(120.0, gt=0, le=3600, description=(
+        "seconds one agent rollout may take; past it the rollout is a timed-out error trajectory (scored 0)"))
     train_unit: Literal["episode", "turn"] = Field(
         "episode", description="multi-step: train each episode as one sequence, or each turn as its own "
         "sample (the same loss, several times the compute; for comparison)")

@@ -167,6 +167,8 @@ class Recorder:
             self._first_spread(step, metrics)
         self.trained_steps += scored > 0
         self._reward_errors(step, record.reward_errors, scored)
+        self._agent_errors(step, [t.details["agent_error"] for g in groups for t in g.trajectories
+                                  if "agent_error" in t.details], sum(len(g.trajectories) for g in groups))
         self._judge_failures(step, group_ids, record.judged or ())
         self._alerts(step, metrics, [GroupStats.of_record(step, gid, g) for gid, g in zip(group_ids, groups)])
         return metrics
@@ -221,6 +223,14 @@ class Recorder:
             say(f"fix the reward file and apply it with `rlab reward {name} FILE --db {db}` (e in the TUI), or go on "
                 f"as it is with `rlab resume {name} --db {db}` (space in the TUI; errored trajectories are not "
                 "trained on)")
+
+    def _agent_errors(self, step: int, errors: Sequence[str], total: int) -> None:
+        """Store and say a step's failed agent rollouts (``engine.agent.trajectory``: scored 0)."""
+        if not errors:
+            return
+        self.writer.write_event(self.run.run_id, "error", {"agent_errors": len(errors), "first": errors[0]}, step=step)
+        say(f"step {step}: {len(errors)} of {total} agent rollouts failed (scored 0, counted in agent/errors); "
+            f"the first: {errors[0][:300]}")
 
     def _judge_failures(self, step: int, group_ids: list[int], judged: Sequence[JudgeResult]) -> None:
         failed = [{"group_id": gid, "error": result.error} for gid, result in zip(group_ids, judged) if not result.ok]

@@ -228,7 +228,7 @@ def train_step(session: Session, step: int) -> StepRecord:
     seconds = clock(device) - t0
     metrics = {"step_seconds": seconds, "step_time": seconds,  # TRL's name for the same wall-clock seconds
                "reward_errors": len(scored.errors), "reward_version": session.recorder.version,
-               **update, **peak_memory_metric(device), **batch.metrics,
+               **update, **peak_memory_metric(device), **batch.metrics, **parts.rollout.metrics,
                "time/generation": t_played - t0, "time/scoring": t_scored - t_played,
                "time/update": t_sync - t_update, "time/adapter_sync": t_synced - t_sync}
     judged = scored.judged.results if scored.judged is not None else None

@@ -181,6 +181,9 @@ class Trajectory:
         a single-turn completion stopped at ``max_new_tokens`` before EOS.
     tools: tools were offered (a tool task), so :attr:`tool_calls` is a
         verdict even when empty.
+    error: a user agent's rollout that failed outside the policy, as
+        ``kind: message`` (``engine.agent.trajectory``); it is scored 0.
+    notes: what the record says beside the turns (an agent that rewrote a reply).
     """
 
     messages: list[Message]
@@ -189,6 +192,8 @@ class Trajectory:
     done: bool = False
     truncated: bool = False
     tools: bool = False
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def tool_calls(self) -> list[ToolCall]:

@@ -40,7 +40,9 @@ class TaskSpec(BaseModel):
     documented functions the policy may call (a tool task: its episodes end on
     an answer without a call, or at ``max_turns``); ``transcripts`` a file of
     conversations (a ``messages`` column) the tiny policy warm-starts on, for
-    ``warm_start_steps`` steps. ``success`` names the reward
+    ``warm_start_steps`` steps. ``agent`` names a user's own agent
+    (``async def rollout(client, model, example)``, ``engine.agent``) that
+    plays the task's rollouts instead (``--agent``). ``success`` names the reward
     function that says a trajectory solved the task (its unweighted value
     >= ``success_threshold``); without it, pass@1 is total reward >= 1.
     """
@@ -58,6 +60,7 @@ class TaskSpec(BaseModel):
     max_new_tokens: int | None = Field(None, ge=1)
     env: str | None = None
     tools: str | None = None
+    agent: str | None = None
     transcripts: str | None = None
     warm_start_steps: int = Field(1500, ge=1, le=100_000)
     max_turns: int = Field(8, ge=1)
@@ -173,7 +176,8 @@ def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
     name = spec.name or (base.name if Path(where).name == "task.toml" else Path(where).stem)
     common: dict[str, Any] = dict(name=name, system_prompt=spec.system_prompt, reward_file=rewards, train=train, eval=held_out,
                   dataset_info=info, max_new_tokens=spec.max_new_tokens, max_turns=spec.max_turns,
-                  success=spec.success, success_threshold=spec.success_threshold)
+                  success=spec.success, success_threshold=spec.success_threshold,
+                  agent_file=None if spec.agent is None else _existing(base, spec.agent, "agent", where))
     if spec.tools is not None:
         if spec.env is not None:
             raise TaskError(f"{where}: a task has tools or an env, not both: the tools are its environment")

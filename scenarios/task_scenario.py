@@ -42,6 +42,8 @@ class TaskScenario:
     max_new_tokens: int | None = None
     max_turns: int = 8
     env_factory: Callable[[dict[str, Any]], Any] | None = None
+    # A user's own agent that plays the rollouts (task.toml's `agent`, engine.agent).
+    agent_file: Path | None = None
     multi_step: bool = field(init=False)
     judge_rubric: str | None = None
     # What counts as solved: a reward function of reward_file (None: the total reward).
@@ -53,8 +55,9 @@ class TaskScenario:
 
     @property
     def run_defaults(self) -> dict[str, Any]:
-        """The task's own ``max_new_tokens``, when its task.toml sets one."""
-        return {} if self.max_new_tokens is None else {"max_new_tokens": self.max_new_tokens}
+        """The task's own ``max_new_tokens`` and ``agent``, when its task.toml sets them."""
+        return ({} if self.max_new_tokens is None else {"max_new_tokens": self.max_new_tokens}) | (
+            {} if self.agent_file is None else {"agent": str(self.agent_file)})
 
     def __post_init__(self) -> None:
         self.multi_step = self.env_factory is not None

@@ -147,7 +147,6 @@ def test_batch_accepts_any_contiguous_labels_and_rejects_interleaved_groups():
     [
         ({"step_rewards": [[1.0]], "state_keys": [["a"], ["b"]]}, "episodes"),
         ({"step_rewards": [[1.0, 0.0]], "state_keys": [["a"]]}, "episode 0"),
-        ({"step_rewards": [[]], "state_keys": [[]]}, "no turns"),
         ({"step_rewards": [[float("nan")]], "state_keys": [["a"]]}, "NaN"),
         ({"step_rewards": [[1.0]], "state_keys": [["a"]], "mode": "std"}, "mode"),
         ({"step_rewards": [[1.0]], "state_keys": [["a"]], "gamma": 1.5}, "gamma"),
@@ -157,3 +156,12 @@ def test_batch_accepts_any_contiguous_labels_and_rejects_interleaved_groups():
 def test_bad_input_names_the_problem(kwargs, message):
     with pytest.raises(ValueError, match=message):
         gigpo(**kwargs)
+
+
+def test_an_episode_without_turns_takes_part_in_its_groups_episode_advantage_only():
+    """A user agent's rollout that failed before sampling: its 0 return lowers the group mean,
+    and it has no turn to advantage."""
+    res = gigpo_batch([1.0, 1.0], [1, 0, 1], [0, 0, 0], ["s", "s"], episode_rewards=[1.0, 0.0, 1.0])
+    np.testing.assert_allclose(res.episode, [1 / 3, -2 / 3, 1 / 3])
+    assert res.combined_flat.shape == (2,)
+    np.testing.assert_allclose(res.episode_turns_flat, [1 / 3, 1 / 3])

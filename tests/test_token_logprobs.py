@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from rlab.engine.policy.tiny import build_tokenizer
-from rlab.engine.rollout.play import token_ends
+from rlab.engine.rollout.token_ends import token_ends
 from rlab.engine.types import Sample
 from rlab.store.reader import StoreReader
 from rlab.store.records import GroupRecord, TrajectoryRecord

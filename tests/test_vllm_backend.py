@@ -13,7 +13,7 @@ from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.train.trainer import Trainer, TrainConfig
 from rlab.engine.types import TrainSample
 from rlab.engine.policy.vllm import VLLMBackend, VLLMError
-from tests.vllm_server import Failure, VLLMServer
+from vllm_server import Failure, VLLMServer
 
 
 def lora_model(rank: int = 4):

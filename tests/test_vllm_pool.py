@@ -8,8 +8,8 @@ from rlab.engine.config import RunConfig
 from rlab.engine.policy.vllm import ServerDown, VLLMBackend, VLLMError
 from rlab.engine.policy.vllm_pool import VLLMPool, deal, group_spans, split_urls
 from rlab.store.reader import StoreReader
-from tests.test_vllm_backend import lora_model
-from tests.vllm_server import Failure, VLLMServer
+from test_vllm_backend import lora_model
+from vllm_server import Failure, VLLMServer
 
 
 @pytest.fixture

@@ -68,11 +68,20 @@ class PrefixCache:
         self._rows, self._bytes = {}, 0
 
     def keep(self, tokens: list[int], kv: list[LayerKV]) -> None:
-        """Keep ``kv``, the cache of exactly ``tokens``, unless over the budget."""
-        size = sum(k.numel() * k.element_size() * 2 for k, _ in kv)
-        if self._bytes + size <= self.budget_bytes:
-            self._rows[tuple(tokens)] = kv
-            self._bytes += size
+        """Keep ``kv``, the cache of exactly ``tokens``; over the budget, the rows kept
+        first make room (the endpoint's cache lives a whole step, so the newest turns,
+        which the next requests extend, win). A row bigger than the budget is not kept."""
+        size = _size(kv)
+        if size > self.budget_bytes:
+            return
+        while self._bytes + size > self.budget_bytes:
+            self._bytes -= _size(self._rows.pop(next(iter(self._rows))))
+        self._bytes += size - (_size(old) if (old := self._rows.pop(tuple(tokens), None)) is not None else 0)
+        self._rows[tuple(tokens)] = kv
+
+
+def _size(kv: list[LayerKV]) -> int:
+    return sum(k.numel() * k.element_size() * 2 for k, _ in kv)
 
 
 def left_pad(prompt_ids: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:

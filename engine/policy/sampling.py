@@ -63,14 +63,17 @@ def _pick(logits: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch
     return token, probs.gather(1, token.unsqueeze(1)).squeeze(1).log()
 
 
-def _inverse_cdf(probs: torch.Tensor) -> torch.Tensor:
+def _inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor | None = None) -> torch.Tensor:
     """One token (R,) long per row of ``probs`` (R, V): the first whose cumulative
-    probability passes a uniform draw in [0, row total). A draw that rounds up
+    probability passes a uniform draw in [0, row total) (``uniform`` (R, 1) in [0, 1),
+    drawn from torch's global generator when None). A draw that rounds up
     to the total (or onto a run of zeros at the end) would land on a token of
     probability 0: such a row takes its last token of nonzero probability."""
     cdf = probs.cumsum(dim=-1)
     total = cdf[:, -1:]
-    draw = torch.rand(total.shape, dtype=cdf.dtype, device=cdf.device) * total
+    if uniform is None:
+        uniform = torch.rand(total.shape, dtype=cdf.dtype, device=cdf.device)
+    draw = uniform.to(cdf.dtype) * total
     token = torch.searchsorted(cdf, draw, right=True).squeeze(1).clamp(max=probs.shape[1] - 1)
     impossible = probs.gather(1, token.unsqueeze(1)).squeeze(1) == 0
     if bool(impossible.any()):  # rare: the cdf reaches its total at the last token of mass

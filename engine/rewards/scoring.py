@@ -15,6 +15,7 @@ Per-turn rewards come from ``rlab.engine.rewards.turns``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -86,7 +87,7 @@ def score(rollouts: Rollouts, rubric: Scorer, judge: RulerJudge | None = None,
             only, 1: judge only).
     """
     trajectories = rollouts.trajectories()
-    scores = rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs())
+    scores = failed_rollouts(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()), trajectories)
     if rollouts.multi_step:
         scores = [check_step_rewards(s, len(t.turns)) for s, t in zip(scores, trajectories)]
     rewards = np.array([s.reward for s in scores], dtype=np.float64).reshape(len(rollouts.groups), -1)
@@ -95,11 +96,28 @@ def score(rollouts: Rollouts, rubric: Scorer, judge: RulerJudge | None = None,
     if judge is not None:
         conversations = [[t.messages for t in group] for group in rollouts.groups]
         judged = judge_groups(judge, judge_weight, conversations, rewards)
-        rewards = judged.rewards
+        rewards = np.where(np.array([t.error is not None for t in trajectories]).reshape(rewards.shape),
+                           0.0, judged.rewards)
     flat = rewards.reshape(-1)
     per_turn = ([turn_rewards(s, r, len(t.turns)) for s, r, t in zip(scores, flat, trajectories)]
                 if rollouts.multi_step else [np.array([r]) for r in flat])
     return Scored(scores, rewards, judged, errors, per_turn)
+
+
+def failed_rollouts(scores: list[ScoreResult], trajectories: Sequence[Trajectory]) -> list[ScoreResult]:
+    """``scores`` with each failed rollout (``Trajectory.error``: a user agent's rollout that
+    raised, hung, ...) scored 0 in every component, its error and notes in ``details``
+    (``agent_error``, ``agent_notes``); the judge's share of its reward is dropped too
+    (:func:`score`). Not a reward error: its group still trains on the others."""
+    out = []
+    for s, t in zip(scores, trajectories):
+        if t.notes:
+            s = dataclasses.replace(s, details={**s.details, "agent_notes": t.notes})
+        if t.error is not None:
+            s = dataclasses.replace(s, reward=0.0, components=dict.fromkeys(s.components, 0.0), step_rewards=None,
+                                    details={**s.details, "agent_error": t.error})
+        out.append(s)
+    return out
 
 
 def scorer_examples(rollouts: Rollouts) -> list[Example]:

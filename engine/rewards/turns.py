@@ -48,7 +48,8 @@ def turn_rewards(score: ScoreResult, reward: float, n_turns: int) -> np.ndarray:
             or None).
         reward: the episode's reward R (the rubric's, judge-mixed when a
             judge is on).
-        n_turns: T >= 1, the episode's assistant turns.
+        n_turns: T, the episode's assistant turns (0 only for a user agent's
+            rollout that failed before it sampled anything: nothing to reward).
 
     Returns:
         r with r_t = step_rewards[t] and r_{T-1} += R - sum(step_rewards).
@@ -69,5 +70,6 @@ def turn_rewards(score: ScoreResult, reward: float, n_turns: int) -> np.ndarray:
             raise TurnRewardError(f"turn index {late[0]} in an episode of {n_turns} turns (0..{n_turns - 1})")
         for t, value in steps.items():
             r[t] = value
-    r[-1] += reward - r.sum()
+    if n_turns:
+        r[-1] += reward - r.sum()
     return r

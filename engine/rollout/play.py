@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +21,9 @@ from transformers import PreTrainedTokenizerBase
 from rlab.engine.config import RunConfig
 from rlab.engine.success import SuccessRule
 from rlab.engine.rewards.score_result import ScoreResult
-from rlab.engine.rewards.scoring import Scorer, scorer_examples
+from rlab.engine.rewards.scoring import Scorer, failed_rollouts, scorer_examples
 from rlab.engine.rollout.episodes import run_groups
+from rlab.engine.rollout.token_ends import token_ends
 from rlab.engine.tools.episode import ToolEpisode
 from rlab.engine.tools.process import ToolProcess
 from rlab.engine.types import Example, Message, Rollouts, Sample, Sampler, Trajectory, Turn
@@ -44,18 +46,6 @@ def prompt_text(example: Example) -> str:
     if isinstance(prompt, list):
         return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
     return str(prompt)
-
-
-def token_ends(tokenizer: PreTrainedTokenizerBase | None, sample: Sample) -> list[int] | None:
-    """Per sampled token, the character offset in ``sample.text`` where its text ends; None
-    without a tokenizer, or when the tokens' texts do not add up to the text (a character
-    split across byte tokens), so per-token views never misplace a token."""
-    if tokenizer is None:
-        return None
-    pieces = tokenizer.batch_decode([[t] for t in sample.token_ids], skip_special_tokens=True)
-    if "".join(pieces) != sample.text or len(sample.logprobs) != len(pieces):
-        return None
-    return np.cumsum([len(p) for p in pieces]).tolist()
 
 
 @dataclass(frozen=True)
@@ -145,18 +135,35 @@ class Rollout:
         self.tokenizer = tokenizer
         self.tools = (ToolProcess(scenario.tools_file, timeout_s=config.tool_timeout_s,
                                   result_chars=config.tool_result_chars)
-                      if isinstance(scenario, ToolScenario) and config.tools else None)
+                      if isinstance(scenario, ToolScenario) and config.tools and not config.agent else None)
+        self.agent = None
+        if config.agent:
+            from rlab.engine.agent.play import agent_rollout  # fastapi and uvicorn load only for an agent run
+
+            self.agent = agent_rollout(sampler, Path(config.agent), timeout_s=config.agent_timeout_s,
+                                       max_new_tokens=config.max_new_tokens,
+                                       max_turns=scenario.max_turns if isinstance(scenario, (MultiStepScenario, ToolScenario))
+                                       else 1)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The last play's figures beside the groups (an agent run's endpoint and errors)."""
+        return {} if self.agent is None else self.agent.metrics
 
     def close(self) -> None:
-        """Stop the tool process, if one runs (a later rollout starts it again)."""
+        """Stop the tool process and the agent's, if they run (a later rollout starts them again)."""
         if self.tools is not None:
             self.tools.close()
+        if self.agent is not None:
+            self.agent.close()
 
     def play(self, examples: list[Example], *, group_size: int | None = None,
              temperature: float | None = None) -> Rollouts:
         """G trajectories per example (defaults: the run's group size and temperature)."""
         g = self.config.group_size if group_size is None else group_size
         temp = self.config.temperature if temperature is None else temperature
+        if self.agent is not None:
+            return Rollouts(examples, self.agent.play(examples, g, temp), multi_step=True)
         if isinstance(self.scenario, ToolScenario):
             tools = self.tools
             groups = run_groups(self.sampler, lambda _: ToolEpisode(tools), examples, g,
@@ -181,8 +188,9 @@ class Rollout:
         """Held-out greedy evaluation: one greedy trajectory per example, scored
         by ``rubric``, solved by ``success`` (for multi-step: solved episodes)."""
         rollouts = self.play(examples, group_size=1, temperature=0.0)
-        result = held_out(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()), success,
-                          [example["id"] for example in examples])
+        scores = failed_rollouts(rubric.score_group(scorer_examples(rollouts), rollouts.scorer_inputs()),
+                                 rollouts.trajectories())
+        result = held_out(scores, success, [example["id"] for example in examples])
         tooled = [t for t in rollouts.trajectories() if t.tools]
         calls = [c for t in tooled for c in t.tool_calls]
         if tooled:

@@ -194,7 +194,9 @@ def gigpo_batch(
 
     Args:
         step_rewards: float (M,), the turns' rewards, episode after episode.
-        episode_lengths: int (E,), T_i >= 1, summing to M.
+        episode_lengths: int (E,), T_i >= 0, summing to M (an episode of no
+            turns, a user agent's rollout that failed before sampling, takes part
+            in its group's episode advantage only).
         episode_group: (E,) group labels (ints or strings); the episodes of
             one group must be contiguous.
         state_keys: M hashable keys, one per turn (a list is fastest).
@@ -205,7 +207,7 @@ def gigpo_batch(
         :class:`GiGPOResult`.
 
     Raises:
-        ValueError: shapes that do not match, an empty episode, a group whose
+        ValueError: shapes that do not match, a negative length, a group whose
             episodes are not contiguous, non-finite rewards, or a bad
             gamma / mode / eps.
     """
@@ -219,7 +221,7 @@ def gigpo_batch(
     group = _contiguous_group_ids(np.asarray(episode_group))
 
     if episode_rewards is None:
-        episode_return = np.add.reduceat(rewards, offsets[:-1])
+        episode_return = np.bincount(episode_of_turn, weights=rewards, minlength=len(lengths))
     else:
         episode_return = np.asarray(episode_rewards, dtype=np.float64)
         if episode_return.shape != lengths.shape or not np.all(np.isfinite(episode_return)):
@@ -261,9 +263,8 @@ def _check_options(gamma: float, mode: str, eps: float) -> None:
 def _check_shapes(rewards: np.ndarray, lengths: np.ndarray, n_labels: int, n_keys: int) -> None:
     if lengths.ndim != 1 or len(lengths) == 0:
         raise ValueError("episode_lengths must be a non-empty 1-D array (one length per episode)")
-    if np.any(lengths < 1):
-        bad = int(np.flatnonzero(lengths < 1)[0])
-        raise ValueError(f"episode {bad} has no turns; every episode needs at least one turn")
+    if np.any(lengths < 0):
+        raise ValueError("episode_lengths must be >= 0 (turns per episode)")
     total = int(lengths.sum())
     if rewards.shape != (total,):
         raise ValueError(f"step_rewards has shape {rewards.shape}, expected ({total},) = sum of episode_lengths")
@@ -316,6 +317,8 @@ def _discounted_returns(
     updates every episode at once and reads the already-final R_{t+1}
     (flat index + 1); the loop runs max T_i times.
     """
+    if not len(rewards):
+        return rewards.copy()
     from_end = offsets[episode_of_turn + 1] - 1 - np.arange(len(rewards))
     # small ints make numpy's stable sort a radix sort
     narrow = np.int16 if from_end.max() < np.iinfo(np.int16).max else np.int64
@@ -337,7 +340,7 @@ def _normalise(values: np.ndarray, labels: np.ndarray, mode: str, eps: float) ->
     their label before averaging, so a label whose values are all equal gets
     exactly 0 (no rounding residue).
     """
-    n_labels = int(labels.max()) + 1
+    n_labels = int(labels.max()) + 1 if len(labels) else 0
     counts = np.bincount(labels, minlength=n_labels)
     member = np.empty(n_labels, dtype=np.int64)
     member[labels] = np.arange(len(labels))  # duplicates: any one write wins, all are members
