@@ -16,9 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[5]))  # the repository, for tests.vllm_server
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # tests/, for vllm_server (a package may ship "tests")
 
-from tests.vllm_server import VLLMServer  # noqa: E402
+from vllm_server import VLLMServer  # noqa: E402
 
 
 def main() -> int:
