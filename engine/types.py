@@ -330,6 +330,9 @@ class Scenario(Protocol):
     the user set explicitly wins. success / success_threshold: what counts as
     solved, the reward function of ``reward_file`` whose unweighted value
     must reach the threshold (None: the total reward; ``engine.success``).
+    tiny_context_tokens: the tiny policy's context in tokens, for a scenario
+    whose longest episode needs more room (None: ``engine.policy.tiny``'s
+    default). ``scenarios.base.ScenarioBase`` declares them all with defaults.
     """
 
     name: str
@@ -341,6 +344,7 @@ class Scenario(Protocol):
     success_threshold: float
     warm_start_target: float | None
     warm_start_steps: int
+    tiny_context_tokens: int | None
     run_defaults: Mapping[str, Any]
 
     def train_examples(self, seed: int) -> list[Example]:

@@ -14,6 +14,7 @@ import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -129,16 +130,14 @@ def load_task(ref: str | Path | Mapping[str, Any]) -> Any:
     return _from_table(raw, toml_path.parent, str(toml_path))
 
 
-def _from_table(raw: dict[str, Any], base: Path, where: str) -> Any:
+def _from_table(raw: dict[str, Any], base: Path, where: str) -> TaskScenario:
     if "reasoning_gym" in raw:
         spec = _validated(ReasoningGymSpec, raw, where)
         task = third_party.reasoning_gym_task(spec.reasoning_gym, spec.config)
-        task.system_prompt = spec.system_prompt or task.system_prompt
-        task.max_new_tokens = spec.max_new_tokens or task.max_new_tokens
-        task.success, task.success_threshold = spec.success, spec.success_threshold
-        if spec.rewards is not None:
-            task.reward_file = _existing(base, spec.rewards, "rewards", where)
-        return task
+        rewards = task.reward_file if spec.rewards is None else _existing(base, spec.rewards, "rewards", where)
+        return replace(task, system_prompt=spec.system_prompt or task.system_prompt,
+                       max_new_tokens=spec.max_new_tokens or task.max_new_tokens,
+                       success=spec.success, success_threshold=spec.success_threshold, reward_file=rewards)
     return _from_spec(_validated(TaskSpec, raw, where), base, where)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rlab.scenarios.base import ScenarioBase
 from rlab.store.errors import UsageError
 
 #: Seed of the held-out split taken from train when a task has no ``eval``.
@@ -25,17 +26,15 @@ class TaskError(UsageError):
     """A task that cannot be loaded; the message names the key, file or column and the fix."""
 
 
-@dataclass
-class TaskScenario:
-    """A user task as a scenario (see ``engine.types.Scenario``).
+@dataclass(frozen=True, kw_only=True)
+class TaskScenario(ScenarioBase):
+    """A user task as a scenario (see ``engine.types.Scenario``); the fields a
+    task shares with every scenario are :class:`ScenarioBase`'s.
 
     ``dataset_info`` goes into the run's manifest: the data files, row
     counts and how the held-out split was made.
     """
 
-    name: str
-    system_prompt: str | None
-    reward_file: Path
     train: list[dict[str, Any]]
     eval: list[dict[str, Any]]
     dataset_info: dict[str, Any]
@@ -44,23 +43,20 @@ class TaskScenario:
     env_factory: Callable[[dict[str, Any]], Any] | None = None
     # A user's own agent that plays the rollouts (task.toml's `agent`, engine.agent).
     agent_file: Path | None = None
-    multi_step: bool = field(init=False)
-    judge_rubric: str | None = None
-    # What counts as solved: a reward function of reward_file (None: the total reward).
-    success: str | None = None
-    success_threshold: float = 1.0
-    # The tiny policy's warm start on a user task: the arithmetic recipe's target and budget.
+    # The tiny policy's warm start on a user task stops early, at the arithmetic recipe's target.
     warm_start_target: float | None = 0.4
-    warm_start_steps: int = 4000
+    # Derived from the fields above (__post_init__), so a copy made with
+    # dataclasses.replace cannot disagree with them.
+    multi_step: bool = field(init=False, default=False)
+    run_defaults: dict[str, Any] = field(init=False, default_factory=dict)
 
-    @property
-    def run_defaults(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        _derive(self, multi_step=self.env_factory is not None, run_defaults=self._own_run_defaults())
+
+    def _own_run_defaults(self) -> dict[str, Any]:
         """The task's own ``max_new_tokens`` and ``agent``, when its task.toml sets them."""
         return ({} if self.max_new_tokens is None else {"max_new_tokens": self.max_new_tokens}) | (
             {} if self.agent_file is None else {"agent": str(self.agent_file)})
-
-    def __post_init__(self) -> None:
-        self.multi_step = self.env_factory is not None
 
     def train_examples(self, seed: int) -> list[dict[str, Any]]:
         """The train split, shuffled with ``seed``."""
@@ -91,7 +87,7 @@ class TaskScenario:
         return [(head + _prompt_text(ex["prompt"]), str(ex["answer"])) for ex in self.train_examples(seed)]
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ToolTaskScenario(TaskScenario):
     """A user task whose episodes call tools (``tools = "tools.py"`` in task.toml):
     a ``engine.types.ToolScenario``. ``transcripts`` are the tiny policy's warm-start
@@ -100,10 +96,11 @@ class ToolTaskScenario(TaskScenario):
     tools_file: Path = Path("tools.py")
     transcripts: list[list[dict[str, Any]]] = field(default_factory=list)
     # Calls take room: a turn of two calls is ~250 characters for the character-level tiny policy.
-    tiny_context_tokens: int = 512
+    tiny_context_tokens: int | None = 512
 
     def __post_init__(self) -> None:
-        self.multi_step = True
+        super().__post_init__()
+        _derive(self, multi_step=True)  # its tools are its environment
 
     def sft_transcripts(self, seed: int) -> list[list[dict[str, Any]]]:
         """The task's warm-start conversations, shuffled with ``seed``.
@@ -118,6 +115,12 @@ class ToolTaskScenario(TaskScenario):
         out = list(self.transcripts)
         random.Random(seed).shuffle(out)
         return out
+
+
+def _derive(task: TaskScenario, **values: Any) -> None:
+    """Set a frozen task's derived fields (object.__setattr__: the frozen dataclass's own way)."""
+    for name, value in values.items():
+        object.__setattr__(task, name, value)
 
 
 def _prompt_text(prompt: Any) -> str:

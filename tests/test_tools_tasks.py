@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -254,8 +255,8 @@ def test_a_tool_task_s_build_says_whether_its_policy_calls_its_tools(tmp_path, m
                   {"role": "tool", "tool_call_id": "c", "name": "price", "content": "23"},
                   {"role": "assistant", "content": "23"}]
     (tmp_path / "transcripts.jsonl").write_text(json.dumps({"messages": transcript}) + "\n")
-    task = get_scenario(str(_task(tmp_path, transcripts="transcripts.jsonl")))
-    task.warm_start_steps = 2
+    # a scenario is frozen: a copy with a two-step warm start
+    task = replace(get_scenario(str(_task(tmp_path, transcripts="transcripts.jsonl"))), warm_start_steps=2)
     ensure_tiny_model(task, seed=0)
     err = capsys.readouterr().err
     assert "it called a tool in 0% of the episodes" in err and "solved 0%" in err

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, PreTrainedTokenizerFast
@@ -107,10 +106,10 @@ def build_config(vocab_size: int, context_tokens: int = CONTEXT_TOKENS) -> Llama
     )
 
 
-def context_tokens(scenario: Any) -> int:
+def context_tokens(scenario: Scenario) -> int:
     """The context (tokens) of ``scenario``'s tiny policy: its ``tiny_context_tokens``
     (a scenario whose longest episode needs more room), else :data:`CONTEXT_TOKENS`."""
-    return int(getattr(scenario, "tiny_context_tokens", None) or CONTEXT_TOKENS)
+    return scenario.tiny_context_tokens or CONTEXT_TOKENS
 
 
 def model_key(scenario_name: str, seed: int, target: float | None, max_steps: int,

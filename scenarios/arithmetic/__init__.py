@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 
 #: Seed of the held-out split; changing it changes the manifest's dataset hash.
 HELD_OUT_SEED = 20250521
@@ -34,7 +34,7 @@ def _held_out_pairs() -> set[tuple[int, int]]:
 
 
 @dataclass(frozen=True)
-class Arithmetic(BuiltinScenario):
+class Arithmetic(ScenarioBase):
     """The arithmetic scenario (single-turn, verifiable reward)."""
 
     name: str = "arithmetic"

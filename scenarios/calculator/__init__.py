@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 
 #: Share of warm-start transcripts that call the tool (the rest answer directly, wrongly).
 TOOL_SHARE = 0.35
@@ -67,7 +67,7 @@ def near_miss(answer: int, rng: random.Random) -> str:
 
 
 @dataclass(frozen=True)
-class Calculator(BuiltinScenario):
+class Calculator(ScenarioBase):
     """The calculator tool scenario (see the module doc)."""
 
     name: str = "calculator"
@@ -81,7 +81,7 @@ class Calculator(BuiltinScenario):
     max_turns: int = MAX_TURNS
     warm_start_steps: int = 1500
     # A call is ~80 characters for the character-level tiny policy; four turns fit in 512.
-    tiny_context_tokens: int = 512
+    tiny_context_tokens: int | None = 512
     run_defaults: dict[str, Any] = field(default_factory=lambda: {
         "max_new_tokens": 96, "temperature": 1.0, "prompts_per_step": 16, "eval_every": 10})
 

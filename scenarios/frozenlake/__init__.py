@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 from rlab.scenarios.frozenlake.env import FrozenLakeEnv, level_map, render
 from rlab.scenarios.imitation import imitation_pairs
 from rlab.scenarios.levels import SeedSplits
@@ -45,7 +45,7 @@ def system_prompt(size: int, slippery: bool) -> str:
 
 
 @dataclass(frozen=True)
-class FrozenLake(BuiltinScenario):
+class FrozenLake(ScenarioBase):
     """A FrozenLake scenario (multi-step; gymnasium's reward: 1.0 on the goal)."""
 
     name: str = "frozenlake"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 from rlab.scenarios.imitation import imitation_pairs
 
 from rlab.scenarios.game2048.board import legal_moves, new_board, to_text
@@ -36,7 +36,7 @@ def _example(seed: int) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Game2048(BuiltinScenario):
+class Game2048(ScenarioBase):
     """The 2048 scenario (multi-step, per-move rewards)."""
 
     name: str = "game2048"

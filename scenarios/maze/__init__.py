@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 from rlab.scenarios.imitation import imitation_pairs
 from rlab.scenarios.maze.env import SMALL, Cell, Grid, MazeEnv, observation
 
@@ -46,7 +46,7 @@ def _example(grid: Grid, cell: Cell, suffix: str = "", slack: int | None = None)
 
 
 @dataclass(frozen=True)
-class Maze(BuiltinScenario):
+class Maze(ScenarioBase):
     """A maze scenario (multi-step, reward 1 on reaching the goal) on ``grid``."""
 
     name: str = "maze"
@@ -55,10 +55,9 @@ class Maze(BuiltinScenario):
     system_prompt: str | None = system_prompt(SMALL)
     reward_file: Path = Path(__file__).with_name("rewards.py")
     success: str | None = "reached"  # solved: the walk reached the goal
+    # The tiny policy's default context (256 tokens) holds 21 turns after the
+    # system prompt (a turn is up to 10 tokens); longer walks ask for more room.
     max_turns: int = 10
-    # The tiny policy's context in tokens; None: its default, 256, which holds
-    # 21 turns after the system prompt (a turn is up to 10 tokens).
-    tiny_context_tokens: int | None = None
     # None: every walk may take max_turns moves; k: a walk from a start at
     # distance d may take min(d + k, max_turns), so detours fail.
     slack: int | None = None

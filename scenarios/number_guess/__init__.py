@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 from rlab.scenarios.imitation import imitation_pairs
 
 from rlab.scenarios.number_guess.env import NumberGuessEnv, prompt_text
@@ -34,7 +34,7 @@ def _example(secret: int, suffix: str = "") -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class NumberGuess(BuiltinScenario):
+class NumberGuess(ScenarioBase):
     """The number-guessing scenario (multi-step, reward 1 on the correct guess)."""
 
     name: str = "number_guess"

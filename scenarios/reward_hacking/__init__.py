@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab.scenarios.arithmetic import SCENARIO as ARITHMETIC
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 
 #: Share of warm-start pairs whose completion hedges (several candidates).
 HEDGE_SHARE = 0.1
@@ -59,7 +59,7 @@ def _hedge(answer: int, rng: random.Random) -> str:
 
 
 @dataclass(frozen=True)
-class RewardHacking(BuiltinScenario):
+class RewardHacking(ScenarioBase):
     """Addition with a gameable rubric (single-turn); see the module doc."""
 
     name: str = "reward_hacking"

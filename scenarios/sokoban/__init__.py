@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 from rlab.scenarios.imitation import imitation_pairs
 from rlab.scenarios.levels import SeedSplits
 from rlab.scenarios.sokoban.env import SokobanEnv, level, render
@@ -36,7 +36,7 @@ SYSTEM_PROMPT = "Sokoban: push X onto O. P is you, # wall. Reply u, d, l or r.\n
 
 
 @dataclass(frozen=True)
-class Sokoban(BuiltinScenario):
+class Sokoban(ScenarioBase):
     """A Sokoban scenario (multi-step; gym-sokoban's reward)."""
 
     name: str = "sokoban"

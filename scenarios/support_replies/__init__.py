@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from rlab.engine.validation import located, one_line
-from rlab.scenarios.base import BuiltinScenario
+from rlab.scenarios.base import ScenarioBase
 
 DATA_FILE = Path(__file__).with_name("data.jsonl")
 #: Seed of the held-out split; changing it changes the manifest's dataset hash.
@@ -115,7 +115,7 @@ def load_examples(path: Path = DATA_FILE) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class SupportReplies(BuiltinScenario):
+class SupportReplies(ScenarioBase):
     """The support-replies scenario (single-turn, subjective, judge-scored)."""
 
     name: str = "support_replies"
