@@ -169,7 +169,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
         record.metrics["learning_rate"] = session.parts.trainer.learning_rate
         record.metrics.update(settings_metrics(session.config, recorder.settings_version))
         evaluated = 0.0
-        if step % cfg.eval_every == 0:
+        if step % session.config.eval_every == 0:  # rlab set may have changed it (cfg is the start's)
             t_eval = running()
             held_out = evaluate(session)
             curve.append([round(t_eval - eval_s, 2), _value(held_out.pass_at_1)])

@@ -27,3 +27,22 @@ def test_the_learning_rate_anneals_over_the_budget_or_the_decay_horizon_whicheve
     assert budget_fraction(open_ended, 101, 1e6) == 0.5  # seconds do not count without a budget
     assert budget_fraction(open_ended, 5000, 0.0) == 1.0
     assert budget_fraction(RunConfig(max_seconds=180.0, lr_decay_steps=10), 6, 1.0) == 0.5  # the horizon ends first
+
+
+def test_rlab_set_eval_every_moves_the_next_held_out_evals(tmp_path, raw_tiny_model_dir):
+    """`rlab set RUN eval_every=2` on a run started with 100: the loop evals at steps 2 and 4.
+    It read the eval_every the run started with, so it evaluated at neither, and the curve
+    lost its final point too (the final eval reads the changed setting: 4 is a multiple of 2)."""
+    from rlab.engine.start import start
+    from rlab.engine.step import train
+    from rlab.store.control import send_command
+
+    config = RunConfig(model=raw_tiny_model_dir, db=tmp_path / "s.db", max_steps=4, eval_every=100, eval_size=4,
+                       prompts_per_step=2, group_size=2, checkpoint_every=100)
+    session = start(config)
+    try:
+        send_command(config.db, session.run_id, "set_settings", {"changes": {"eval_every": 2}})
+        summary = train(session)  # the change is read at step 1's boundary
+    finally:
+        session.close()
+    assert len(summary["eval_curve"]) == 3  # initial, steps 2 and 4
