@@ -39,7 +39,8 @@ row is measured on every redraw)."""
 
 def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
              engine_line: str | None = None, file_size: str = "", pass_at_1: float | None = None,
-             reward: float | None = None, cursor: int | None = None) -> str:
+             reward: float | None = None, cursor: int | None = None,
+             endpoint: dict[str, float] | None = None) -> str:
     """The header's sub-title: scenario (unless the run's name starts with it), step (and where the cursor is: ``following``
     the newest step, or ``at step N of M``, which ``end`` leaves), STATUS, the latest held-out
     pass@1 with what counts as solved (the run's success function, or "=
@@ -48,7 +49,8 @@ def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
     exists, the engine's latest output line (e.g. the tiny model's build).
     Steps/s is the last half minute's, so it is shown only while the run is
     running: a paused or finished one moves at none (nor does its file grow:
-    :meth:`_set_header` asks ``FileGrowth`` for the size alone then)."""
+    :meth:`_set_header` asks ``FileGrowth`` for the size alone then). A run
+    of a user's agent adds its endpoint's last step (:func:`endpoint_part`)."""
     if run is None:
         return f"starting the engine: {engine_line}" if engine_line else "waiting for the run to appear in the file…"
     running = run["status"] == "running"
@@ -62,7 +64,20 @@ def run_line(run: dict | None, step: int | None, steps_per_s: float | None,
         " (following)" if cursor == step else f" (at step {cursor} of {step}: end follows)")
     # the title left of it holds the run's name, which names the scenario when the lab chose it
     scenario = "" if str(run.get("name", "")).startswith(run["scenario"]) else f"{run['scenario']} · "
-    return f"{scenario}step {fmt(step, 'd')}{where} · {run['status'].upper()}{held_out} · {rate}{size}"
+    door = endpoint_part(endpoint) if endpoint else ""
+    return f"{scenario}step {fmt(step, 'd')}{where} · {run['status'].upper()}{held_out}{door} · {rate}{size}"
+
+
+#: The endpoint's step metrics the header shows (engine.agent.play).
+ENDPOINT_METRICS = ("endpoint/requests", "endpoint/batch_width", "endpoint/queue_wait_s", "endpoint/tokens_per_s")
+
+
+def endpoint_part(endpoint: dict[str, float]) -> str:
+    """`` · endpoint 64 req, width 5.2, wait 0.03 s, 410 tok/s``: the last step's requests, mean
+    batch width, mean queue wait and tokens/s through the agent endpoint."""
+    requests, width, wait, rate = (endpoint.get(name) for name in ENDPOINT_METRICS)
+    return f" · endpoint {fmt(requests, '.0f')} req, width {fmt(width, '.1f')}, wait {fmt(wait, '.2f')} s, " \
+           f"{fmt(rate, '.0f')} tok/s"
 
 
 def success_label(run: dict) -> str:
@@ -265,9 +280,11 @@ class DashboardScreen(NavScreen):
         evals = self._feed.series.xy("eval/pass_at_1")[1] if self._feed else []
         rewards = self._feed.series.xy("eval/reward")[1] if self._feed else []
         running = run is not None and run["status"] == "running"
+        last = self._feed.latest if self._feed else {}
+        endpoint = {name: last[name] for name in ENDPOINT_METRICS if isinstance(last.get(name), (int, float))}
         self.sub_title = run_line(run, step, app.steps_per_second, app.engine_line,
                                   app.file_growth.describe(with_rate=running), evals[-1] if evals else None,
-                                  rewards[-1] if rewards else None, app.cursor.step)
+                                  rewards[-1] if rewards else None, app.cursor.step, endpoint)
         if run is None and app.engine_failure:  # the engine died: say so, never "waiting"
             self.sub_title = app.engine_failure[0]
             line = self.query_one("#cursor-line", Static)

@@ -42,7 +42,8 @@ class FeedUpdate:
     a replayed watch observes in this poll with its groups (as read: empty
     for a step older than the backfill). ``final`` is the last step's row
     read again once the run has ended: the engine writes its final held-out
-    eval into that row after the feed may have read it.
+    eval into that row after the feed may have read it. ``latest`` is the
+    newest step's every metric (its ``metrics`` JSON) when steps arrived.
     """
 
     run: dict | None
@@ -53,6 +54,7 @@ class FeedUpdate:
     groups: list[dict] = field(default_factory=list)
     watched: list[tuple[dict, list[dict]]] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
+    latest: dict | None = None
 
 
 def group_summary(group: dict) -> dict:
@@ -132,6 +134,8 @@ class RunFeed:
         self.marks: deque[dict] = deque(maxlen=500)
         self.backfill_steps = backfill_steps
         self.last_step = -1
+        #: The newest step's every metric (``StoreReader.latest_step``), for what has no plot.
+        self.latest: dict = {}
         self.watched_step = -1  # the last step a replayed watch observed
         self.arrivals: deque[tuple[float, int]] = deque(maxlen=64)  # (monotonic s, last step)
         self.last_event_id = 0
@@ -175,6 +179,8 @@ class RunFeed:
                 update.groups.extend(groups_with_completions(reader, run_id, row["step"]))
         if watching:
             update.watched = self._unwatched(update.steps, update.groups, max_steps)
+        if update.steps or update.final:
+            update.latest = reader.latest_step(run_id)
         return update
 
     def _newest_groups(self, steps: list[dict]) -> list[dict]:
@@ -245,6 +251,8 @@ class RunFeed:
         self.groups.extend(update.groups)
         if update.steps:
             self.last_step = update.steps[-1]["step"]
+        if update.latest is not None:
+            self.latest = update.latest
         self.alerts.extend(update.alerts)
 
 

@@ -28,6 +28,7 @@ from rlab.engine.tools.episode import ToolEpisode
 from rlab.engine.tools.process import ToolProcess
 from rlab.engine.types import Example, Message, Rollouts, Sample, Sampler, Trajectory, Turn
 from rlab.engine.types import MultiStepScenario, Scenario, ToolScenario
+from rlab.store.errors import UsageError
 
 
 def user_messages(example: Example, system_prompt: str | None) -> list[Message]:
@@ -140,6 +141,11 @@ class Rollout:
         if config.agent:
             from rlab.engine.agent.play import agent_rollout  # fastapi and uvicorn load only for an agent run
 
+            if not scenario.multi_step and "agent" not in scenario.run_defaults:
+                raise UsageError(f"--agent: the rewards of {scenario.name!r} read one completion's text, but an agent's "
+                                 "rollout is scored on the conversation it returns; give a task whose task.toml names "
+                                 "the agent (agent = \"rollout.py\") and whose rewards read messages (examples/agents/), "
+                                 "or a multi-step or tool task")
             self.agent = agent_rollout(sampler, Path(config.agent), timeout_s=config.agent_timeout_s,
                                        max_new_tokens=config.max_new_tokens,
                                        max_turns=scenario.max_turns if isinstance(scenario, (MultiStepScenario, ToolScenario))
