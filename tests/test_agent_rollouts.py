@@ -160,3 +160,25 @@ def test_a_rollout_file_that_cannot_run_is_refused_before_the_run(policy, tmp_pa
             agent.play([{"id": 0, "prompt": "x", "case": "ok"}], 1, 1.0)
     finally:
         agent.close()
+
+
+def test_the_trained_tokens_are_the_sampled_tokens_never_the_agents_text_retokenized(agent, monkeypatch):
+    """Every turn's completion ids and log-probs are the batcher's samples as drawn, even where the
+    agent rewrote the reply; the next prompt renders what the agent sent back (what the policy saw)."""
+    from rlab.engine.policy.continuous import ContinuousBatcher
+
+    sampled = []
+    submit = ContinuousBatcher.submit
+
+    def spy(self, request):
+        future = submit(self, request)
+        sampled.append(future)
+        return future
+
+    monkeypatch.setattr(ContinuousBatcher, "submit", spy)
+    trajectories = _play(agent, ["two_turns", "rewrite", "ok"])
+    drawn = sorted((s.token_ids, s.logprobs) for f in sampled for s in f.result())
+    trained = sorted((t.completion_ids, t.logprobs) for tr in trajectories for t in tr.turns)
+    assert drawn == trained and len(drawn) == 4
+    rewritten = trajectories[1]
+    assert rewritten.messages[-1]["content"] != rewritten.turns[0].text
