@@ -34,6 +34,7 @@ from rlab.engine.start import start
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.train.batch import to_batch
 from rlab.engine.train.guard import check_finite
+from rlab.store.control import Controller
 from rlab.store.db import RunFileFullError
 from rlab.store.secrets import scrub_text
 
@@ -120,78 +121,142 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     gets every step's metrics (Trackio, TensorBoard: engine.reporting).
     """
     reporter = reporter or Reporter([], session.config.db)
-    cfg, recorder = session.config, session.recorder
-    controller = recorder.controller
-    say(f"held-out evaluation of the starting policy ({len(session.eval_examples)} examples, "
-        f"pass@1 = {recorder.success.label})")
-    session.step = session.first_step - 1
-    initial = evaluate(session)
-    # the watch's best pass@1 starts from the starting policy's
-    reporter.log(session.first_step - 1, recorder.record(StepRecord(session.first_step - 1, [], initial.metrics(),
-                                                                    held_out=initial.outcomes)))
-    t_start = time.perf_counter()
-
-    def running() -> float:  # seconds of training so far: wall time less pauses
-        return time.perf_counter() - t_start - controller.paused_seconds
-
-    step = session.first_step
+    recorder = session.recorder
+    initial = _evaluate_start(session, reporter)
+    clock = _Clock(recorder.controller)
     curve: list[list[float | None]] = [[0.0, _value(initial.pass_at_1)]]
-    eval_s = 0.0
-    logged = [float("-inf")]  # when the last progress line went to a log
-    cycle_start = running()
-    while not _budget_spent(cfg, step, running()):
-        # Commands at a step boundary are the last step's: a pause here is "paused after step - 1",
-        # the step the header and the run row show.
-        controller.poll(step - 1)
-        controller.wait_while_paused(step - 1, lambda: _while_paused(session, step))
-        if controller.stop:
+    step = session.first_step
+    while not _budget_spent(session.config, step, clock.running()):
+        if not _step_boundary(session, step):  # a stop command
             break
-        if session.rewards.replays and session.rewards.replays[0][0] == step:
-            replay_reward_edit(session, step)
-        versions = recorder.version, recorder.settings_version
-        if controller.pending_rewards is not None:
-            apply_reward_edit(session, step)
-        if session.settings_replays and session.settings_replays[0].from_step == step:
-            replay_settings(session, step)
-        _apply_pending_settings(session, step)
-        if versions != (recorder.version, recorder.settings_version) and step > session.first_step:
-            # the state the change was made to: where a fork tests the run without it
-            pin_checkpoint(session, step - 1, "reward_edit" if versions[0] != recorder.version else "settings")
-        # Linear decay to lr_final_ratio over the budget, as TRL's default
-        # (linear) schedule does over its steps; seconds count as budget too.
-        # The warm-up keeps the fresh optimizer's first, sign-like Adam steps
-        # from knocking the policy off its warm start.
-        used = budget_fraction(cfg, step, running())
-        warm = min(1.0, step / cfg.lr_warmup_steps) if cfg.lr_warmup_steps else 1.0
-        session.parts.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
+        _set_learning_rate(session, step, clock.running())
         session.step = step
         record = train_step(session, step)
-        record.metrics["learning_rate"] = session.parts.trainer.learning_rate
-        record.metrics.update(settings_metrics(session.config, recorder.settings_version))
-        evaluated = 0.0
-        if step % session.config.eval_every == 0:  # rlab set may have changed it (cfg is the start's)
-            t_eval = running()
-            held_out = evaluate(session)
-            curve.append([round(t_eval - eval_s, 2), _value(held_out.pass_at_1)])
-            evaluated = running() - t_eval
-            eval_s += evaluated
-            record.metrics.update(held_out.metrics())
-            record.held_out = held_out.outcomes
-        # The step and the loop's own work (store writes, command polls, alerts,
-        # checkpoints) since the last step's metrics went out; evals and pauses left out.
-        record.metrics["time/cycle"] = running() - cycle_start - evaluated
-        cycle_start = running()
-        record.metrics["elapsed_seconds"] = running()
+        record.metrics |= _schedule_metrics(session)
+        evaluated = _held_out_if_due(session, step, record, clock, curve)
+        record.metrics |= clock.cycle_metrics(evaluated)
         metrics = recorder.record(record)
         reporter.log(step, metrics)
-        if recorder.alerted:  # the state an alert saw: where a fork tests its fix
-            pin_checkpoint(session, step, "alert:" + ",".join(recorder.alerted))
-        elif step % cfg.checkpoint_every == 0:
-            checkpoint(session, step)
-        _progress(step, metrics, running(), step - session.first_step + 1, logged)
-        controller.end_of_step(step)
+        _keep_state(session, step)
+        _progress(step, metrics, clock.running(), step - session.first_step + 1, clock.logged)
+        recorder.controller.end_of_step(step)
         step += 1
-    return _finish(session, step - 1, initial, running(), curve, eval_s)
+    return _finish(session, step - 1, initial, clock.running(), curve, clock.eval_s)
+
+
+class _Clock:
+    """The loop's seconds: of training (``running``: wall time since the first
+    step less pauses), of held-out evals among them (``eval_s``, left out of the
+    curve's seconds), and when the last progress line went to a log (``logged``)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._start = time.perf_counter()
+        self._controller = controller
+        self.eval_s = 0.0
+        self.logged = [float("-inf")]
+        self._cycle_start = self.running()
+
+    def running(self) -> float:
+        """Seconds of training so far: wall time less pauses."""
+        return time.perf_counter() - self._start - self._controller.paused_seconds
+
+    def cycle_metrics(self, evaluated: float) -> dict[str, float]:
+        """``time/cycle``: the step and the loop's own work (store writes, command
+        polls, alerts, checkpoints) since the last step's metrics went out, less
+        ``evaluated`` seconds of held-out eval (pauses are left out of ``running``);
+        ``elapsed_seconds``: seconds of training so far."""
+        cycle = self.running() - self._cycle_start - evaluated
+        self._cycle_start = self.running()
+        return {"time/cycle": cycle, "elapsed_seconds": self.running()}
+
+
+def _evaluate_start(session: Session, reporter: Reporter) -> HeldOut:
+    """The starting policy's held-out eval, recorded as step ``first_step - 1``:
+    the watch's best pass@1 starts from it."""
+    say(f"held-out evaluation of the starting policy ({len(session.eval_examples)} examples, "
+        f"pass@1 = {session.recorder.success.label})")
+    before = session.first_step - 1
+    session.step = before
+    initial = evaluate(session)
+    reporter.log(before, session.recorder.record(StepRecord(before, [], initial.metrics(), held_out=initial.outcomes)))
+    return initial
+
+
+def _step_boundary(session: Session, step: int) -> bool:
+    """Every chore between steps, before step ``step``: the commands (pause, single
+    step, stop), then the reward and setting changes due. False: stop the run.
+
+    Commands at a step boundary are the last step's: a pause here is "paused
+    after step - 1", the step the header and the run row show."""
+    controller = session.recorder.controller
+    controller.poll(step - 1)
+    controller.wait_while_paused(step - 1, lambda: _while_paused(session, step))
+    if controller.stop:
+        return False
+    _change_rewards_and_settings(session, step)
+    return True
+
+
+def _change_rewards_and_settings(session: Session, step: int) -> None:
+    """The reward and setting changes due at ``step``: after a resume, the replays
+    of those its first run made here; then those ``rlab reward`` / ``rlab set``
+    sent. A change pins the checkpoint it was made to."""
+    recorder = session.recorder
+    if session.rewards.replays and session.rewards.replays[0][0] == step:
+        replay_reward_edit(session, step)
+    versions = recorder.version, recorder.settings_version
+    if recorder.controller.pending_rewards is not None:
+        apply_reward_edit(session, step)
+    if session.settings_replays and session.settings_replays[0].from_step == step:
+        replay_settings(session, step)
+    _apply_pending_settings(session, step)
+    if versions != (recorder.version, recorder.settings_version) and step > session.first_step:
+        # the state the change was made to: where a fork tests the run without it
+        pin_checkpoint(session, step - 1, "reward_edit" if versions[0] != recorder.version else "settings")
+
+
+def _set_learning_rate(session: Session, step: int, elapsed_s: float) -> None:
+    """The learning rate of step ``step``: linear decay to lr_final_ratio over the
+    budget (:func:`budget_fraction`), as TRL's default (linear) schedule does over
+    its steps; seconds count as budget too. The warm-up keeps the fresh optimizer's
+    first, sign-like Adam steps from knocking the policy off its warm start."""
+    cfg = session.config
+    used = budget_fraction(cfg, step, elapsed_s)
+    warm = min(1.0, step / cfg.lr_warmup_steps) if cfg.lr_warmup_steps else 1.0
+    session.parts.trainer.set_lr_scale(warm * (1 - (1 - cfg.lr_final_ratio) * used))
+
+
+def _schedule_metrics(session: Session) -> dict[str, float]:
+    """The learning rate the step trained at, and the settings in force (``engine.settings``)."""
+    return {"learning_rate": session.parts.trainer.learning_rate,
+            **settings_metrics(session.config, session.recorder.settings_version)}
+
+
+def _held_out_if_due(session: Session, step: int, record: StepRecord, clock: _Clock,
+                     curve: list[list[float | None]]) -> float:
+    """Every ``eval_every`` steps (``rlab set`` may change it), the held-out eval:
+    its metrics and outcomes into ``record``, its pass@1 onto ``curve`` at the
+    seconds of training before it. Returns the seconds it took (0: none ran)."""
+    if step % session.config.eval_every != 0:
+        return 0.0
+    t_eval = clock.running()
+    held_out = evaluate(session)
+    curve.append([round(t_eval - clock.eval_s, 2), _value(held_out.pass_at_1)])
+    evaluated = clock.running() - t_eval
+    clock.eval_s += evaluated
+    record.metrics.update(held_out.metrics())
+    record.held_out = held_out.outcomes
+    return evaluated
+
+
+def _keep_state(session: Session, step: int) -> None:
+    """The step's checkpoint: pinned when an alert fired (the state it saw: where
+    a fork tests its fix), else every ``checkpoint_every`` steps."""
+    alerted = session.recorder.alerted
+    if alerted:
+        pin_checkpoint(session, step, "alert:" + ",".join(alerted))
+    elif step % session.config.checkpoint_every == 0:
+        checkpoint(session, step)
 
 
 def train_step(session: Session, step: int) -> StepRecord:
