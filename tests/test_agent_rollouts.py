@@ -88,7 +88,8 @@ def policy(raw_tiny_model_dir):
 def agent(policy, tmp_path_factory):
     path = tmp_path_factory.mktemp("agent") / "rollout.py"
     path.write_text(ROLLOUT)
-    played = AgentRollout(policy, path, timeout_s=4.0, max_new_tokens=8, max_turns=2)
+    # the "hangs" case waits out the limit; the others must finish well within it on a loaded CI host
+    played = AgentRollout(policy, policy.tokenizer, path, timeout_s=10.0, max_new_tokens=8, max_turns=2)
     yield played
     played.close()
 
@@ -136,7 +137,7 @@ def test_a_rewritten_reply_trains_on_what_was_sampled_and_says_so(agent):
 def test_an_agent_that_blocks_its_process_fails_its_rollouts_not_the_run(policy, tmp_path):
     path = tmp_path / "rollout.py"
     path.write_text(ROLLOUT)
-    agent = AgentRollout(policy, path, timeout_s=1.0, max_new_tokens=4, max_turns=1)
+    agent = AgentRollout(policy, policy.tokenizer, path, timeout_s=1.0, max_new_tokens=4, max_turns=1)
     try:
         blocked = _play(agent, ["blocks", "ok"])
         assert [t.error.split(":", 1)[0] for t in blocked] == ["hung", "hung"]
@@ -154,7 +155,7 @@ def test_an_agent_that_blocks_its_process_fails_its_rollouts_not_the_run(policy,
 def test_a_rollout_file_that_cannot_run_is_refused_before_the_run(policy, tmp_path, source, match):
     path = tmp_path / "rollout.py"
     path.write_text(source)
-    agent = AgentRollout(policy, path, timeout_s=1.0, max_new_tokens=4, max_turns=1)
+    agent = AgentRollout(policy, policy.tokenizer, path, timeout_s=1.0, max_new_tokens=4, max_turns=1)
     try:
         with pytest.raises(AgentFileError, match=match):
             agent.play([{"id": 0, "prompt": "x", "case": "ok"}], 1, 1.0)
@@ -182,3 +183,31 @@ def test_the_trained_tokens_are_the_sampled_tokens_never_the_agents_text_retoken
     assert drawn == trained and len(drawn) == 4
     rewritten = trajectories[1]
     assert rewritten.messages[-1]["content"] != rewritten.turns[0].text
+
+
+def test_behind_a_vllm_server_each_request_goes_on_and_its_answer_is_the_turn(policy, tmp_path):
+    """--backend vllm: the endpoint forwards to the server (a loopback server answering as vLLM
+    does, tests/vllm_server.py), whose tokens and log-probs are the turn's; a field its
+    completions call does not take is refused by name."""
+    from vllm_server import VLLMServer
+
+    from rlab.engine.policy.vllm import VLLMBackend
+
+    path = tmp_path / "rollout.py"
+    path.write_text(ROLLOUT.replace('    if case == "ok":', '    if case == "top_p":\n'
+                                    '        return messages + [await ask(client, model, messages, top_p=0.5)]\n'
+                                    '    if case == "ok":'))
+    with VLLMServer(eos_id=policy.eos_id, vocab=40) as server:
+        backend = VLLMBackend(server.base_url, server.base_model, render=policy.render, timeout_s=5, max_retries=0)
+        agent = AgentRollout(backend, policy.tokenizer, path, timeout_s=10.0, max_new_tokens=6, max_turns=2)
+        try:
+            ok, two, top_p = _play(agent, ["ok", "two_turns", "top_p"])
+        finally:
+            agent.close()
+        answered = [c for batch in server.completions for c in batch]
+    assert ok.error is None and two.error is None and len(two.turns) == 2
+    served = sorted((tuple(int(t.split(":")[1]) for t in c["logprobs"]["tokens"]), tuple(c["logprobs"]["token_logprobs"]))
+                    for c in answered)
+    assert sorted((tuple(t.completion_ids), tuple(t.logprobs)) for t in ok.turns + two.turns) == served
+    assert top_p.error.startswith("raised") and "top_p is not served with --backend vllm" in top_p.error
+    assert agent.metrics["endpoint/requests"] == 3 and agent.metrics["endpoint/batch_width"] == 0.0

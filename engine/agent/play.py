@@ -16,27 +16,33 @@ import secrets
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from rlab.engine.agent.endpoint import Endpoint
 from rlab.engine.agent.process import AgentProcess, RolloutResult
-from rlab.engine.agent.session import REQUESTS_PER_TURN, RolloutSession, SessionLimits
+from rlab.engine.agent.forwarding import ForwardingBatcher
+from rlab.engine.agent.session import REQUESTS_PER_TURN, Batcher, RolloutSession, SessionLimits
 from rlab.engine.agent.trajectory import agent_trajectory
 from rlab.engine.policy.continuous import BatcherStats, ContinuousBatcher
 from rlab.engine.policy.model import Policy
-from rlab.engine.types import Example, Trajectory
-from rlab.store.errors import UsageError
+from rlab.engine.types import Example, Sampler, Trajectory
 
 #: The model name the endpoint serves (what a rollout is told to ask for).
 MODEL_NAME = "rlab-policy"
+#: The context the session lets through behind a server, which refuses a longer prompt itself.
+SERVER_CHECKS_CONTEXT = 2**31
 
 
 class AgentRollout:
     """The user's agent file, its process and the run's endpoint (started on first use).
 
     Args:
-        policy: the run's policy (an HF model; the endpoint samples it).
+        sampler: the run's sampler: the policy itself (the endpoint decodes with
+            its continuous batcher) or a vLLM backend (requests go on to the
+            server, which batches them, and its current LoRA adapter answers).
+        tokenizer: the policy's tokenizer (token texts of ``logprobs``).
         file: the rollout file (``async def rollout(client, model, example)``).
         timeout_s: seconds per rollout.
         max_new_tokens: the token budget of one completion.
@@ -45,14 +51,16 @@ class AgentRollout:
 
     Attributes:
         metrics: the last play's figures: ``endpoint/requests``,
-            ``endpoint/batch_width`` (mean rows per decoding step),
-            ``endpoint/queue_wait_s`` (mean seconds from arrival to prefill),
-            ``endpoint/tokens_per_s`` (completion tokens over the play's wall
-            seconds), ``agent/errors`` and ``agent/errors/<kind>``.
+            ``endpoint/batch_width`` (mean rows per decoding step; 0 behind
+            vLLM, which batches on its side), ``endpoint/queue_wait_s`` (mean
+            seconds from arrival to prefill), ``endpoint/tokens_per_s``
+            (completion tokens over the play's wall seconds), ``agent/errors``
+            and ``agent/errors/<kind>``.
     """
 
-    def __init__(self, policy: Policy, file: Path, *, timeout_s: float, max_new_tokens: int, max_turns: int) -> None:
-        self.policy = policy
+    def __init__(self, sampler: Sampler, tokenizer: Any, file: Path, *, timeout_s: float, max_new_tokens: int,
+                 max_turns: int) -> None:
+        self.sampler, self.tokenizer = sampler, tokenizer
         self.process = AgentProcess(file, timeout_s=timeout_s)
         self.max_new_tokens, self.max_turns = max_new_tokens, max_turns
         self.endpoint: Endpoint | None = None
@@ -62,13 +70,11 @@ class AgentRollout:
         """``group_size`` rollouts of each example (temperature 0: held-out, every request greedy)."""
         endpoint = self._started()
         keys = [[secrets.token_hex(8) for _ in range(group_size)] for _ in examples]
-        batcher = ContinuousBatcher(self.policy.sampling_model(), self.policy.tokenizer, pad_id=self.policy.pad_id,
-                                    eos_id=self.policy.eos_id, device=self.policy.device,
-                                    threads=torch.get_num_threads())
+        batcher = self._batcher()
         limits = SessionLimits(MODEL_NAME, self.max_new_tokens, REQUESTS_PER_TURN * self.max_turns,
-                               int(self.policy.model.config.max_position_embeddings), temperature,
-                               greedy=temperature <= 0)
-        session = endpoint.session = RolloutSession(self.policy, batcher, limits, [k for g in keys for k in g])
+                               self._context_tokens(), temperature, greedy=temperature <= 0)
+        session = endpoint.session = RolloutSession(self.sampler, self.tokenizer, batcher, limits,
+                                                    [k for g in keys for k in g])
         start = time.monotonic()
         try:
             results = self.process.run([(k, endpoint.base_url(k), ex) for ex, group in zip(examples, keys)
@@ -77,10 +83,23 @@ class AgentRollout:
             endpoint.session = None
             batcher.close()
         missing = RolloutResult(None, error=("hung", "the agent process gave no result for this rollout"))
-        groups = [[agent_trajectory(session.records[k], results.get(k, missing), self.policy.tokenizer) for k in group]
+        groups = [[agent_trajectory(session.records[k], results.get(k, missing), self.tokenizer) for k in group]
                   for group in keys]
         self.metrics = _metrics(batcher.stats, time.monotonic() - start, groups)
         return groups
+
+    def _batcher(self) -> Batcher:
+        if isinstance(self.sampler, Policy):
+            return ContinuousBatcher(self.sampler.sampling_model(), self.tokenizer, pad_id=self.sampler.pad_id,
+                                     eos_id=self.sampler.eos_id, device=self.sampler.device,
+                                     threads=torch.get_num_threads())
+        return ForwardingBatcher(self.sampler)
+
+    def _context_tokens(self) -> int:
+        """The model's context, which the session checks; a server checks its own."""
+        if isinstance(self.sampler, Policy):
+            return int(self.sampler.model.config.max_position_embeddings)
+        return SERVER_CHECKS_CONTEXT
 
     def _started(self) -> Endpoint:
         if self.endpoint is None:
@@ -95,20 +114,6 @@ class AgentRollout:
         if self.endpoint is not None:
             self.endpoint.close()
             self.endpoint = None
-
-
-def agent_rollout(sampler: object, file: Path, *, timeout_s: float, max_new_tokens: int,
-                  max_turns: int) -> AgentRollout:
-    """An :class:`AgentRollout` for the run's sampler.
-
-    Raises:
-        UsageError: the sampler is not an in-process HF policy (``--backend vllm``
-            serves its own OpenAI API: point the agent at it without training).
-    """
-    if not isinstance(sampler, Policy):
-        raise UsageError("--agent trains through the engine's own sampler; it does not run with --backend vllm "
-                         "yet: drop --backend vllm")
-    return AgentRollout(sampler, file, timeout_s=timeout_s, max_new_tokens=max_new_tokens, max_turns=max_turns)
 
 
 def _metrics(stats: BatcherStats, seconds: float, groups: list[list[Trajectory]]) -> dict[str, float]:

@@ -22,6 +22,7 @@ import json
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,21 +33,26 @@ from openai.types.completion_usage import CompletionUsage
 from pydantic import ValidationError
 
 from rlab.engine.agent.request import ChatRequest, chat_messages
-from rlab.engine.policy.continuous import ContinuousBatcher, GenerationRequest
+from rlab.engine.policy.continuous import BatcherStats, GenerationRequest
 from rlab.engine.tools.calls import ParsedCall, parse_turn
-from rlab.engine.types import Message, Sample
+from rlab.engine.types import Message, Sample, Sampler
 from rlab.engine.validation import located, one_line
 
 #: Requests one rollout may make per assistant turn the task allows (an agent's retries).
 REQUESTS_PER_TURN = 4
 
 
-class Renderer(Protocol):
-    """The policy's side the session needs: its chat template and its tokenizer."""
+class Batcher(Protocol):
+    """Where a session's requests are sampled: the engine's continuous batcher
+    (``engine.policy.continuous``) or a vLLM server's (``engine.agent.forwarding``)."""
 
-    tokenizer: Any
+    stats: BatcherStats
 
-    def render(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]: ...
+    def refuses(self, request: GenerationRequest) -> str | None: ...
+
+    def submit(self, request: GenerationRequest) -> Future[list[Sample]]: ...
+
+    def close(self) -> None: ...
 
 
 class EndpointError(Exception):
@@ -113,9 +119,9 @@ class SessionLimits:
 class RolloutSession:
     """The open rollouts of one step, served through one continuous batcher."""
 
-    def __init__(self, renderer: Renderer, batcher: ContinuousBatcher, limits: SessionLimits,
+    def __init__(self, sampler: Sampler, tokenizer: Any, batcher: Batcher, limits: SessionLimits,
                  keys: list[str]) -> None:
-        self.renderer, self.batcher, self.limits = renderer, batcher, limits
+        self.sampler, self.tokenizer, self.batcher, self.limits = sampler, tokenizer, batcher, limits
         self.records = {key: RolloutRecord(key) for key in keys}
         self.opened = time.monotonic()
         self._lock = threading.Lock()
@@ -140,7 +146,7 @@ class RolloutSession:
                                f"this rollout made {count} requests; a rollout may make {self.limits.max_requests}")
         request = self._parse(record, body)
         messages, tools = self._conversation(record, request)
-        prompt_ids = self.renderer.render(messages, tools)
+        prompt_ids = self.sampler.render(messages, tools)
         budget = request.max_completion_tokens or request.max_tokens or self.limits.max_new_tokens
         if len(prompt_ids) + budget > self.limits.context_tokens:
             raise self._refuse(record, 400, "context_length_exceeded",
@@ -150,9 +156,11 @@ class RolloutSession:
             self.limits.temperature if request.temperature is None else request.temperature)
         generation = GenerationRequest(prompt_ids, request.n, budget, temperature, request.top_p or 1.0,
                                        request.stops(), request.seed)
+        if (refused := self.batcher.refuses(generation)) is not None:
+            raise self._refuse(record, 400, "unsupported", refused)
         samples = await asyncio.wrap_future(self.batcher.submit(generation))
         turns = [self._turn(record, messages, tools, prompt_ids, s, temperature) for s in samples]
-        return _completion(request, turns, self.renderer.tokenizer if request.logprobs else None)
+        return _completion(request, turns, self.tokenizer if request.logprobs else None)
 
     def _parse(self, record: RolloutRecord, body: Any) -> ChatRequest:
         try:

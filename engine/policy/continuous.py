@@ -127,6 +127,11 @@ class ContinuousBatcher:
         self._thread = threading.Thread(target=self._loop, name="rlab-batcher", daemon=True)
         self._thread.start()
 
+    @staticmethod
+    def refuses(request: GenerationRequest) -> str | None:
+        """Why ``request`` cannot be served (never: this loop honours every field)."""
+        return None
+
     def submit(self, request: GenerationRequest) -> Future[list[Sample]]:
         """Queue ``request``; the future holds its ``n`` samples in choice order, or the
         exception decoding raised (e.g. a prompt past the model's context)."""

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
@@ -29,6 +29,9 @@ from rlab.engine.tools.process import ToolProcess
 from rlab.engine.types import Example, Message, Rollouts, Sample, Sampler, Trajectory, Turn
 from rlab.engine.types import MultiStepScenario, Scenario, ToolScenario
 from rlab.store.errors import UsageError
+
+if TYPE_CHECKING:
+    from rlab.engine.agent.play import AgentRollout
 
 
 def user_messages(example: Example, system_prompt: str | None) -> list[Message]:
@@ -137,19 +140,19 @@ class Rollout:
         self.tools = (ToolProcess(scenario.tools_file, timeout_s=config.tool_timeout_s,
                                   result_chars=config.tool_result_chars)
                       if isinstance(scenario, ToolScenario) and config.tools and not config.agent else None)
-        self.agent = None
+        self.agent: AgentRollout | None = None
         if config.agent:
-            from rlab.engine.agent.play import agent_rollout  # fastapi and uvicorn load only for an agent run
+            from rlab.engine.agent.play import AgentRollout  # fastapi and uvicorn load only for an agent run
 
             if not scenario.multi_step and "agent" not in scenario.run_defaults:
                 raise UsageError(f"--agent: the rewards of {scenario.name!r} read one completion's text, but an agent's "
                                  "rollout is scored on the conversation it returns; give a task whose task.toml names "
                                  "the agent (agent = \"rollout.py\") and whose rewards read messages (examples/agents/), "
                                  "or a multi-step or tool task")
-            self.agent = agent_rollout(sampler, Path(config.agent), timeout_s=config.agent_timeout_s,
-                                       max_new_tokens=config.max_new_tokens,
-                                       max_turns=scenario.max_turns if isinstance(scenario, (MultiStepScenario, ToolScenario))
-                                       else 1)
+            self.agent = AgentRollout(sampler, tokenizer, Path(config.agent), timeout_s=config.agent_timeout_s,
+                                      max_new_tokens=config.max_new_tokens,
+                                      max_turns=scenario.max_turns
+                                      if isinstance(scenario, (MultiStepScenario, ToolScenario)) else 1)
 
     @property
     def metrics(self) -> dict[str, float]:

@@ -86,7 +86,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         file = Path(folder) / "rollout.py"
         file.write_text(ROLLOUT)
-        agent = AgentRollout(policy, file, timeout_s=600, max_new_tokens=args.new_tokens, max_turns=1)
+        agent = AgentRollout(policy, policy.tokenizer, file, timeout_s=600, max_new_tokens=args.new_tokens, max_turns=1)
         try:
             engine_side(policy, questions, args.group_size, args.new_tokens)  # warm-ups
             endpoint_side(agent, questions, args.group_size, args.new_tokens)
