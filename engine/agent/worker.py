@@ -32,6 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from rlab.engine.rewards.reply_pipe import serve
 from rlab.engine.rewards.rubric_errors import RubricError, line_of, where
 from rlab.engine.rewards.user_source import run_source
 
@@ -157,13 +158,7 @@ def main() -> None:
     """Serve requests until stdin closes."""
     for name, value in OFFLINE_ENV.items():
         os.environ.setdefault(name, value)
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # the agent's prints must not corrupt the replies
-    sys.stdout = sys.stderr
-    for line in sys.stdin:
-        replies.write(json.dumps(answer(json.loads(line)), default=repr) + "\n")
-        replies.flush()
-    os._exit(0)  # a rollout's leftover threads must not delay the exit
+    serve(answer)
 
 
 if __name__ == "__main__":

@@ -31,10 +31,9 @@ from __future__ import annotations
 import dataclasses
 import faulthandler
 import json
-import os
-import sys
 from typing import Any
 
+from rlab.engine.rewards.reply_pipe import serve
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rewards.rubric_errors import RubricError
 
@@ -103,15 +102,9 @@ def answer(cache: dict[str, Rubric], request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Serve requests until stdin closes."""
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # reward code's prints must not corrupt the replies
-    sys.stdout = sys.stderr
+    """Serve requests until stdin closes (``engine.rewards.reply_pipe``)."""
     cache: dict[str, Rubric] = {}
-    for line in sys.stdin:
-        replies.write(json.dumps(answer(cache, json.loads(line)), default=repr) + "\n")
-        replies.flush()
-    os._exit(0)  # abandoned reward threads must not delay the exit
+    serve(lambda request: answer(cache, request))
 
 
 if __name__ == "__main__":

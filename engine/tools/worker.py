@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rlab.engine.rewards.reply_pipe import serve
 from rlab.engine.rewards.rubric_errors import RubricError
 from rlab.engine.rewards.time_limits import Ran, run_in_order
 from rlab.engine.rewards.user_source import run_source
@@ -287,14 +288,8 @@ def _load(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Serve requests until stdin closes."""
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # tool code's prints must not corrupt the replies
-    sys.stdout = sys.stderr
-    for line in sys.stdin:
-        replies.write(json.dumps(answer(json.loads(line)), default=repr) + "\n")
-        replies.flush()
-    os._exit(0)  # abandoned tool threads must not delay the exit
+    """Serve requests until stdin closes (``engine.rewards.reply_pipe``)."""
+    serve(answer)
 
 
 if __name__ == "__main__":
