@@ -124,6 +124,8 @@ def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Par
                               reward_source=rubric.source, success=success.label, model_dir=model_dir,
                               tools=None if tools is None else tools.schemas)  # a bad tools file stops here
     manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
+    if parts.rollout.agent is not None:
+        manifest["agent"] = parts.rollout.agent.check()  # a rollout file that cannot run stops here
     writer = StoreWriter(config.db, enabled=config.store)
     run_id = writer.start_run(name, scenario.name, stored, manifest, reward_file=reward_file)
     writer.write_reward_version(run_id, 1, rubric.source, rubric.weights)

@@ -211,3 +211,21 @@ def test_behind_a_vllm_server_each_request_goes_on_and_its_answer_is_the_turn(po
     assert sorted((tuple(t.completion_ids), tuple(t.logprobs)) for t in ok.turns + two.turns) == served
     assert top_p.error.startswith("raised") and "top_p is not served with --backend vllm" in top_p.error
     assert agent.metrics["endpoint/requests"] == 3 and agent.metrics["endpoint/batch_width"] == 0.0
+
+
+def test_a_rollout_file_that_cannot_run_stops_the_start_and_leaves_no_run_file(raw_tiny_model_dir, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "task.toml").write_text('train = "train.jsonl"\nrewards = "rewards.py"\nagent = "rollout.py"\n')
+    (tmp_path / "rewards.py").write_text("def said(example, completion):\n    return 1.0\n")
+    (tmp_path / "rollout.py").write_text("async def rollout(client, model, example) oops\n")
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"id": i, "prompt": "p", "answer": "a"}) + "\n"
+                                                  for i in range(10)))
+    done = subprocess.run([sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--task",
+                           str(tmp_path / "task.toml"), "--model", str(raw_tiny_model_dir), "--db",
+                           str(tmp_path / "r.db"), "--max-steps", "1", "--prompts-per-step", "2"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "\nrlab: error: " in done.stderr and "SyntaxError in rollout.py line 1" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "r.db").exists()

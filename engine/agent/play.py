@@ -12,6 +12,7 @@ returned becomes a trajectory (``engine.agent.trajectory``).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from collections import Counter
@@ -100,6 +101,16 @@ class AgentRollout:
         if isinstance(self.sampler, Policy):
             return int(self.sampler.model.config.max_position_embeddings)
         return SERVER_CHECKS_CONTEXT
+
+    def check(self) -> dict[str, str]:
+        """Load the rollout file in its process; what the run's manifest records of it
+        (``file``, ``sha256`` of its text: two runs' agents differ when these do).
+
+        Raises:
+            AgentFileError: the file does not load or defines no fitting ``rollout``.
+        """
+        self.process.check()
+        return {"file": str(self.process.file), "sha256": hashlib.sha256(self.process.source.encode()).hexdigest()}
 
     def _started(self) -> Endpoint:
         if self.endpoint is None:
