@@ -49,6 +49,7 @@ async def test_a_registered_view_opens_on_its_key_and_has_a_help_line(registered
         assert shown == f"rewards: {[t['reward'] for t in app.view.group['trajectories']]}"
         await settled("escape", "question_mark")(pilot)
         help_text = app.screen.query_one(Markdown).source
+        assert "z" not in app.screen.active_bindings  # the app binds it (tui.view.late_view_bindings): not here
         assert "| `z` | rewards only: the group's rewards on one line |" in help_text
         assert help_text.index("`b` `w`") < help_text.index("`g`") < help_text.index("`z`") < help_text.index("`s`")
 

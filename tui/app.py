@@ -58,7 +58,7 @@ from rlab.tui.quit_actions import ACTIVE_STATUSES, QuitActions
 from rlab.tui.reward_actions import RewardActions
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineProgress, EngineStatus, EngineSupervisor
-from rlab.tui.view import VIEWS, Cursor, NavScreen, View, ViewLoader, load_view_plugins
+from rlab.tui.view import VIEWS, Cursor, NavScreen, View, ViewLoader, late_view_bindings, load_view_plugins
 
 POLL_SECONDS = 0.25
 """How often the store is polled for new data (seconds)."""
@@ -135,6 +135,8 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
                  thresholds: AlertThresholds | None = None) -> None:
         super().__init__()
         load_view_plugins()
+        for binding in late_view_bindings():
+            self.bind(binding.key, binding.action, description=binding.description)
         if engine_cmd and not run_name:
             raise ValueError("engine_cmd needs run_name: pass the --name given to the engine")
         if not engine_cmd:
@@ -413,8 +415,8 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
             return status in ACTIVE_STATUSES
         if action == "step_once":
             return status in ACTIVE_STATUSES and bool(self._want_paused)
-        if action == "open" and parameters:
-            return getattr(self.screen, "VIEW_NAME", None) != parameters[0]  # already here
+        if action == "open" and parameters:  # an inspection screen's key, and not the screen's own
+            return isinstance(self.screen, NavScreen) and self.screen.VIEW_NAME != parameters[0]
         return True
 
     def action_toggle_pause(self) -> None:

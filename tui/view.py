@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
 
 from textual.binding import Binding
 from textual.screen import Screen
@@ -195,6 +194,17 @@ NAV_BINDINGS = CURSOR_BINDINGS + [_binding(v) for v in VIEWS.values()]
 """The cursor keys and the built-in views' keys (what every :class:`NavScreen` class binds)."""
 
 
+def late_view_bindings() -> list[Binding]:
+    """The keys of the views registered since :data:`NAV_BINDINGS` was made (a plugin's, a test's).
+
+    Textual merges a screen's ``BINDINGS`` once, when its class is made, so the
+    app binds these itself (``App.bind``); its ``check_action`` keeps them to
+    the :class:`NavScreen` screens, as the built-in views' keys are.
+    """
+    made = {binding.key for binding in NAV_BINDINGS}
+    return [_binding(entry) for entry in VIEWS.values() if entry.key not in made]
+
+
 class NavScreen(Screen):
     """A screen that shows the cursor's :class:`View` (the app's ``view``)
     and takes the cursor keys."""
@@ -202,15 +212,6 @@ class NavScreen(Screen):
     BINDINGS = NAV_BINDINGS
     VIEW_NAME: str | None = None
     """Its name in :data:`VIEWS` (``group``, ...): its own key is hidden here."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Views registered after the screen classes were made (a plugin's, a test's): Textual merges
-        # BINDINGS when a class is made and has no public per-screen bind (App.bind would bind the key
-        # on every screen, dialogs included), so this screen's own map takes them.
-        for entry in VIEWS.values():
-            if entry.key not in self._bindings.key_to_bindings:
-                self._bindings.bind(entry.key, f"app.open({entry.name!r})", entry.label)
 
     def on_mount(self) -> None:
         # init: a screen opened after the cursor moved starts on the current view.
