@@ -58,7 +58,7 @@ from rlab.tui.quit_actions import ACTIVE_STATUSES, QuitActions
 from rlab.tui.reward_actions import RewardActions
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineProgress, EngineStatus, EngineSupervisor
-from rlab.tui.view import VIEWS, Cursor, NavScreen, View, ViewLoader, late_view_bindings, load_view_plugins
+from rlab.tui.view import VIEWS, Cursor, NavScreen, View, ViewLoader, late_view_keys, load_view_plugins
 
 POLL_SECONDS = 0.25
 """How often the store is polled for new data (seconds)."""
@@ -135,7 +135,7 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
                  thresholds: AlertThresholds | None = None) -> None:
         super().__init__()
         load_view_plugins()
-        for binding in late_view_bindings():
+        for binding in late_view_keys():
             self.bind(binding.key, binding.action, description=binding.description)
         if engine_cmd and not run_name:
             raise ValueError("engine_cmd needs run_name: pass the --name given to the engine")

@@ -194,7 +194,7 @@ NAV_BINDINGS = CURSOR_BINDINGS + [_binding(v) for v in VIEWS.values()]
 """The cursor keys and the built-in views' keys (what every :class:`NavScreen` class binds)."""
 
 
-def late_view_bindings() -> list[Binding]:
+def late_view_keys() -> list[Binding]:
     """The keys of the views registered since :data:`NAV_BINDINGS` was made (a plugin's, a test's).
 
     Textual merges a screen's ``BINDINGS`` once, when its class is made, so the
