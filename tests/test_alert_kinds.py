@@ -8,6 +8,7 @@ import pytest
 from pydantic import Field
 
 from rlab.engine.alerts import ALERT_KINDS, CHECKS, REWARD_HOLES, AlertCheck, AlertThresholds, AlertWatch, Shared
+from rlab.engine.alerts.base import Baseline, StepView
 from rlab.engine.alerts.table import readme_table
 from rlab.engine.alerts.thresholds import _flat
 
@@ -81,3 +82,28 @@ def test_retuned_alerts_keep_their_history_cut_to_the_new_window():
     watch.retune(AlertThresholds(window=3, jump=0.3))
     [alert] = watch.observe(5, {"reward": 0.7}, [])
     assert alert.kind == "reward_jump" and alert.message == "mean reward jumped 0.30 -> 0.70 after a 3-step plateau"
+
+
+def test_an_alert_s_settings_are_its_generic_parameter_and_its_windows_follow_a_retune():
+    class Pair(AlertCheck[_FloorSettings]):
+        kind, fires_when = "pair", "never"
+
+        def begin(self):
+            self.trend_ = self.trend("reward", "success_rate")
+
+        def check(self, view):
+            return None
+
+    assert Pair.settings_model is _FloorSettings
+    pair = Pair(_flat((*CHECKS, Pair))(window=4))
+    rises = [pair.trend_.rises(StepView(step, {"reward": r, "success_rate": 0.5}, [])) for step, r in
+             enumerate([0.0, 0.2, float("nan"), 0.4, 0.6])]
+    assert rises[:4] == [None] * 4 and rises[4] == pytest.approx((0.4, 0.0))  # a nan step is not taken
+    pair.retune(_flat((*CHECKS, Pair))(window=2))
+    assert list(pair.trend_.steps) == [(0.4, 0.5), (0.6, 0.5)]
+
+
+def test_a_baseline_is_the_mean_of_a_metric_s_first_window_steps():
+    early = Baseline()
+    seen = [early.against(StepView(step, {"x": x}, []), "x", 2) for step, x in enumerate([1.0, None, 3.0, 5.0])]
+    assert seen == [None, None, None, (5.0, 2.0)]

@@ -26,7 +26,7 @@ class SteadySettings(Shared):
 
 
 class Steady(AlertCheck[SteadySettings]):
-    kind, settings_model, fires_when = "steady", SteadySettings, "the mean reward is above `steady_floor`"
+    kind, fires_when = "steady", "the mean reward is above `steady_floor`"
 
     def check(self, view):
         reward = view.finite("reward")

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from operator import itemgetter
+from statistics import fmean
+from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,15 +84,109 @@ class StepView:
 
 
 S = TypeVar("S", bound=Shared)
+T = TypeVar("T")
+
+
+class Recent(Generic[T]):
+    """The newest ``window`` values an alert keeps, oldest first.
+
+    Made by :meth:`AlertCheck.recent`, so a retuned ``window`` cuts or grows
+    it, keeping the newest values.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._values: deque[T] = deque(maxlen=size)
+
+    def resize(self, size: int) -> None:
+        """Keep the newest ``size`` values from now on."""
+        self._values = deque(self._values, maxlen=size)
+
+    def append(self, value: T) -> None:
+        """Add the newest value (the oldest leaves a full window)."""
+        self._values.append(value)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._values)
+
+    def __getitem__(self, index: int) -> T:
+        """Raises IndexError, as a list does."""
+        return self._values[index]
+
+    @property
+    def full(self) -> bool:
+        """Whether it holds a whole window."""
+        return len(self._values) == self._values.maxlen
+
+    def halves(self) -> tuple[list[T], list[T]]:
+        """The older and the newer half (an odd count's middle value in neither)."""
+        values, half = list(self._values), len(self._values) // 2
+        return values[:half], values[len(values) - half:]
+
+    def rise(self, of: Callable[[T], float]) -> float:
+        """The mean of ``of`` over the newer half minus its mean over the older half.
+
+        Raises:
+            statistics.StatisticsError: fewer than two values.
+        """
+        older, newer = self.halves()
+        return fmean(map(of, newer)) - fmean(map(of, older))
+
+
+class Trend:
+    """Two metrics over the newest ``window`` steps that logged both, to compare how each moved
+    (:meth:`AlertCheck.trend` makes one)."""
+
+    def __init__(self, steps: Recent[tuple[float, float]], first: str, second: str) -> None:
+        self.steps = steps
+        self._names = (first, second)
+
+    def rises(self, view: StepView) -> tuple[float, float] | None:
+        """Take this step's two metrics; once a window of steps is in, how far each one's mean
+        over the newer half lies above its mean over the older half. None before, and at a
+        step that did not log both (it is not taken)."""
+        first, second = (view.finite(name) for name in self._names)
+        if first is None or second is None:
+            return None
+        self.steps.append((first, second))
+        if not self.steps.full:
+            return None
+        return self.steps.rise(itemgetter(0)), self.steps.rise(itemgetter(1))
+
+
+class Baseline:
+    """A metric's early level: the mean of its first ``window`` values."""
+
+    def __init__(self) -> None:
+        self._values: list[float] = []
+
+    def level(self, value: float, window: int) -> float | None:
+        """The early level once ``window`` values are in; until then None, ``value`` being one of them."""
+        if len(self._values) < window:
+            self._values.append(value)
+            return None
+        return fmean(self._values)
+
+    def against(self, view: StepView, metric: str, window: int) -> tuple[float, float] | None:
+        """This step's ``metric`` and its early level, once ``window`` steps logged it; None
+        before, and at a step that did not log it (or logged nan)."""
+        value = view.finite(metric)
+        if value is None:
+            return None
+        level = self.level(value, window)
+        return None if level is None else (value, level)
 
 
 class AlertCheck(ABC, Generic[S]):
     """One alert kind: its settings, its state and its check.
 
-    A subclass names its ``kind`` (its module's name), its ``settings_model``,
-    the ``fires_when`` sentence of README's table, and whether it names a
-    reward the policy games (``reward_hole``: the recorder then says to fix
-    the reward, not the learning rate). The watch (``engine.alerts.watch``)
+    A subclass of ``AlertCheck[Settings]`` (its ``settings_model``) names its
+    ``kind`` (its module's name), the ``fires_when`` sentence of README's
+    table, and whether it names a reward the policy games (``reward_hole``:
+    the recorder then says to fix the reward, not the learning rate); its
+    state is set up in :meth:`begin`. The watch (``engine.alerts.watch``)
     makes one per run, feeds it every step in order and decides when an alert
     starts; the check only says whether its condition holds at this step.
     """
@@ -99,15 +196,42 @@ class AlertCheck(ABC, Generic[S]):
     reward_hole: ClassVar[bool] = False
     settings_model: type[S]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # AlertCheck[Settings] names the settings once: settings_model is Settings
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            (model,) = get_args(base) or (None,)
+            if get_origin(base) is AlertCheck and isinstance(model, type):
+                cls.settings_model = model
+
     def __init__(self, thresholds: BaseModel) -> None:
         """Args: thresholds: the run's ``AlertThresholds`` (every alert's settings); this
         alert keeps its own."""
         self.settings: S = self._own(thresholds)
+        self._recents: list[Recent[Any]] = []
+        self.begin()
+
+    def begin(self) -> None:
+        """Set up the alert's state before its first step (``self.settings`` is set);
+        an alert that keeps none leaves this as it is."""
 
     def retune(self, thresholds: BaseModel) -> None:
-        """Judge the next steps by ``thresholds``; a subclass keeps its state (its windows
-        cut or grown to the new ``window``)."""
+        """Judge the next steps by ``thresholds``; the state stays, the windows of
+        :meth:`recent` cut or grown to the new ``window``."""
         self.settings = self._own(thresholds)
+        for recent in self._recents:
+            recent.resize(self.settings.window)
+
+    def recent(self) -> Recent[T]:
+        """A window of the newest ``window`` values, resized when the alert is retuned
+        (annotate what it holds: ``self._rewards: Recent[float] = self.recent()``)."""
+        made: Recent[T] = Recent(self.settings.window)
+        self._recents.append(made)
+        return made
+
+    def trend(self, first: str, second: str) -> Trend:
+        """Metrics ``first`` and ``second`` over the newest ``window`` steps, resized as :meth:`recent` is."""
+        return Trend(self.recent(), first, second)
 
     @abstractmethod
     def check(self, view: StepView) -> Alert | None:
@@ -122,6 +246,11 @@ class AlertCheck(ABC, Generic[S]):
         # the run's thresholds were checked whole; this takes this alert's part of them
         return self.settings_model.model_validate(
             {name: getattr(thresholds, name) for name in self.settings_model.model_fields})
+
+
+def top_groups(score: Mapping[int, float], highest: bool = True) -> list[int]:
+    """The five groups of the highest (or lowest) ``score``: those an alert names to open."""
+    return sorted(score, key=score.__getitem__, reverse=highest)[:5]
 
 
 def finite(value: Any) -> float | None:

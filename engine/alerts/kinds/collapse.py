@@ -11,12 +11,12 @@ best such mean: a learning rate that destroys the model.
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import Counter
 from statistics import fmean
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
+from rlab.engine.alerts.base import Alert, AlertCheck, Recent, Shared, StepView
 
 
 class Settings(Shared):
@@ -36,24 +36,18 @@ class Collapse(AlertCheck[Settings]):
     """Held-out pass@1 well below its best, or a deterministic policy failing for ``collapse_steps``."""
 
     kind = "collapse"
-    settings_model = Settings
     fires_when = ("held-out pass@1 falls `collapse_drop` below its best, and by more than twice the standard "
                   "error of two pass@1 on the eval's examples (8 examples: about 0.46), so an eval's sampling "
                   "noise is no collapse; or for `collapse_steps` steps `collapse_share` of groups sample one "
                   "identical completion, or that share of completions are one text, or the entropy is under "
                   "`collapse_entropy` nats, while the success rate is `collapse_drop` below its best")
 
-    def __init__(self, thresholds: BaseModel) -> None:
-        super().__init__(thresholds)
+    def begin(self) -> None:
         self._best_eval: tuple[float, int] | None = None
         self._eval_fall: Alert | None = None  # the last held-out eval's verdict, held until the next eval
         self._best_success = 0.0
-        self._success: deque[float] = deque(maxlen=self.settings.window)
+        self._success: Recent[float] = self.recent()
         self._failing_deterministic = 0
-
-    def retune(self, thresholds: BaseModel) -> None:
-        super().retune(thresholds)
-        self._success = deque(self._success, maxlen=self.settings.window)
 
     def check(self, view: StepView) -> Alert | None:
         held_out = view.finite("eval/pass_at_1")

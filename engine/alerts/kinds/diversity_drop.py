@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from statistics import fmean
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
+from rlab.engine.alerts.base import Alert, AlertCheck, Baseline, Shared, StepView, top_groups
 from rlab.engine.alerts.inputs import distinct_n
 
 
@@ -26,14 +26,12 @@ class DiversityDrop(AlertCheck[Settings]):
     """The unsolved groups' mean distinct-n falls ``diversity_drop`` (relative) below its early level."""
 
     kind = "diversity_drop"
-    settings_model = Settings
     fires_when = ("distinct-n within the unsolved groups falls `diversity_drop` (relative) below its first "
                   "`window` steps; a group whose every trajectory solved the task is left out, since copies of "
                   "the one right answer are no collapse")
 
-    def __init__(self, thresholds: BaseModel) -> None:
-        super().__init__(thresholds)
-        self._early: list[float] = []
+    def begin(self) -> None:
+        self._early = Baseline()
 
     def check(self, view: StepView) -> Alert | None:
         th = self.settings
@@ -41,12 +39,9 @@ class DiversityDrop(AlertCheck[Settings]):
         if not per_group:
             return None
         mean = fmean(per_group.values())
-        if len(self._early) < th.window:
-            self._early.append(mean)
+        base = self._early.level(mean, th.window)
+        if base is None or base <= 0 or (base - mean) / base < th.diversity_drop:
             return None
-        base = fmean(self._early)
-        if base <= 0 or (base - mean) / base < th.diversity_drop:
-            return None
-        ids = sorted(per_group, key=per_group.__getitem__)[:5]
+        ids = top_groups(per_group, highest=False)
         return self.alert(view, f"distinct-{th.distinct_n} within unsolved groups fell {base:.2f} -> {mean:.2f}",
                           ids, mean)

@@ -3,10 +3,7 @@ function, ``engine.success``) stays flat or falls."""
 
 from __future__ import annotations
 
-from collections import deque
-from statistics import fmean
-
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
 
@@ -23,33 +20,21 @@ class Hack(AlertCheck[Settings]):
     """Over the window, the reward (per unit of rubric weight) rose ``hack_gap`` more than success."""
 
     kind = "hack"
-    settings_model = Settings
     reward_hole = True
     fires_when = ("over `window` steps the mean reward's rise (per unit of the rubric's total weight) exceeds "
                   "the success rate's rise by `hack_gap`")
 
-    def __init__(self, thresholds: BaseModel) -> None:
-        super().__init__(thresholds)
-        self._trend: deque[tuple[float, float]] = deque(maxlen=self.settings.window)
-
-    def retune(self, thresholds: BaseModel) -> None:
-        super().retune(thresholds)
-        self._trend = deque(self._trend, maxlen=self.settings.window)
+    def begin(self) -> None:
+        self._trend = self.trend("reward", "success_rate")
 
     def check(self, view: StepView) -> Alert | None:
-        reward, success = view.finite("reward"), view.finite("success_rate")
-        if reward is None or success is None:
+        rises = self._trend.rises(view)
+        if rises is None:
             return None
-        self._trend.append((reward, success))
-        if len(self._trend) < self.settings.window:
-            return None
-        half = len(self._trend) // 2
-        early, late = list(self._trend)[:half], list(self._trend)[-half:]
-        reward_rise = fmean(r for r, _ in late) - fmean(r for r, _ in early)
-        success_rise = fmean(s for _, s in late) - fmean(s for _, s in early)
+        reward_rise, success_rise = rises
         gap = reward_rise / view.reward_scale - success_rise
         if reward_rise <= 0 or gap < self.settings.hack_gap:
             return None
-        return self.alert(view, f"mean reward rose {reward_rise:+.2f} over {len(self._trend)} steps while the "
+        return self.alert(view, f"mean reward rose {reward_rise:+.2f} over {len(self._trend.steps)} steps while the "
                           f"success rate moved {success_rise:+.2f}: the policy is paid for something that does "
                           "not solve the task", value=gap)

@@ -21,7 +21,6 @@ class JudgeDisagreement(AlertCheck[Settings]):
     """``disagreement_share`` of a step's judged groups rank against the verifier."""
 
     kind = "judge_disagreement"
-    settings_model = Settings
     fires_when = ("the judge ranks `disagreement_share` of the judged groups against the verifier: a group's "
                   "Kendall tau-b (judge vs verifier, the statistic of the `judge/tau` metric) below "
                   "`min_rank_corr`. Before 2026-11-27 this was Spearman's rho; at the default 0 the two agree on "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from statistics import fmean
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
+from rlab.engine.alerts.base import Alert, AlertCheck, Baseline, Shared, StepView, top_groups
 
 
 class Settings(Shared):
@@ -19,25 +19,21 @@ class LengthDrift(AlertCheck[Settings]):
     """``completions/mean_length`` moves ``length_drift`` (relative) from its mean over the first ``window`` steps."""
 
     kind = "length_drift"
-    settings_model = Settings
     fires_when = "mean completion length moves `length_drift` (relative: 0.5 is 50 %) from its first `window` steps"
 
-    def __init__(self, thresholds: BaseModel) -> None:
-        super().__init__(thresholds)
-        self._early: list[float] = []
+    def begin(self) -> None:
+        self._early = Baseline()
 
     def check(self, view: StepView) -> Alert | None:
-        length, th = view.metrics.get("completions/mean_length"), self.settings
-        if length is None:
+        th = self.settings
+        seen = self._early.against(view, "completions/mean_length", th.window)
+        if seen is None:
             return None
-        if len(self._early) < th.window:
-            self._early.append(length)
-            return None
-        base = fmean(self._early)
+        length, base = seen
         change = (length - base) / base if base > 0 else 0.0
         if abs(change) < th.length_drift:
             return None
         # Open the groups that drifted most: longest completions for a rise, shortest for a fall.
         mean_chars = {g.group_id: fmean(map(len, g.completions)) for g in view.groups if g.completions}
-        ids = sorted(mean_chars, key=mean_chars.__getitem__, reverse=change > 0)[:5]
+        ids = top_groups(mean_chars, highest=change > 0)
         return self.alert(view, f"completion length {base:.1f} -> {length:.1f} tokens ({change:+.0%})", ids, change)

@@ -3,7 +3,7 @@ advantages are 0 and nothing is being trained."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
 
@@ -19,12 +19,10 @@ class NoSignal(AlertCheck[Settings]):
     """``frac_reward_zero_std`` at or above ``no_signal_share`` for ``no_signal_steps`` steps in a row."""
 
     kind = "no_signal"
-    settings_model = Settings
     fires_when = ("`no_signal_share` of groups have no reward spread for `no_signal_steps` steps: nothing is "
                   "being trained")
 
-    def __init__(self, thresholds: BaseModel) -> None:
-        super().__init__(thresholds)
+    def begin(self) -> None:
         self._steps = 0
 
     def check(self, view: StepView) -> Alert | None:

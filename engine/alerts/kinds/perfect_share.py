@@ -20,7 +20,6 @@ class PerfectShare(AlertCheck[Settings]):
     whether those trajectories solved the task."""
 
     kind = "perfect_share"
-    settings_model = Settings
     fires_when = ("`perfect_share` of a step's rewards are at least `perfect_reward`; the message says whether "
                   "those trajectories solved the task (a task nearly learned, as the default run at about step "
                   "240) or not (the rubric pays for something else)")

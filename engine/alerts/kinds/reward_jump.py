@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections import deque
 from statistics import fmean
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
+from rlab.engine.alerts.base import Alert, AlertCheck, Recent, Shared, StepView
 
 
 class Settings(Shared):
@@ -21,23 +20,17 @@ class RewardJump(AlertCheck[Settings]):
     """Mean reward rises ``jump`` above the mean of a window whose rewards lie within ``plateau_range``."""
 
     kind = "reward_jump"
-    settings_model = Settings
     fires_when = "mean reward rises `jump` above a flat window"
 
-    def __init__(self, thresholds: BaseModel) -> None:
-        super().__init__(thresholds)
-        self._rewards: deque[float] = deque(maxlen=self.settings.window)
-
-    def retune(self, thresholds: BaseModel) -> None:
-        super().retune(thresholds)
-        self._rewards = deque(self._rewards, maxlen=self.settings.window)
+    def begin(self) -> None:
+        self._rewards: Recent[float] = self.recent()
 
     def check(self, view: StepView) -> Alert | None:
         reward, window, th = view.metrics.get("reward"), self._rewards, self.settings
         if reward is None:
             return None
         alert = None
-        if len(window) == window.maxlen and max(window) - min(window) <= th.plateau_range:
+        if window.full and max(window) - min(window) <= th.plateau_range:
             base = fmean(window)
             if reward - base >= th.jump:
                 alert = self.alert(view, f"mean reward jumped {base:.2f} -> {reward:.2f} after a "

@@ -27,7 +27,6 @@ class SamplerMismatch(AlertCheck[Settings]):
     """``sampling/sampling_logp_difference/mean`` reaches ``sampler_mismatch``."""
 
     kind = "sampler_mismatch"
-    settings_model = Settings
     fires_when = ("the sampler's log-probs differ from the trained policy's by `sampler_mismatch` nats a "
                   "token on average")
 

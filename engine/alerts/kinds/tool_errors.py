@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from statistics import fmean
+from pydantic import Field
 
-from pydantic import BaseModel, Field
-
-from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
+from rlab.engine.alerts.base import Alert, AlertCheck, Baseline, Shared, StepView, top_groups
 
 
 class Settings(Shared):
@@ -20,25 +18,19 @@ class ToolErrors(AlertCheck[Settings]):
     """``tools/error_share`` rises ``tool_error_rise`` above its mean over the first ``window`` steps."""
 
     kind = "tool_errors"
-    settings_model = Settings
     fires_when = "the share of failed tool calls rises `tool_error_rise` above its first `window` steps"
 
-    def __init__(self, thresholds: BaseModel) -> None:
-        super().__init__(thresholds)
-        self._early: list[float] = []
+    def begin(self) -> None:
+        self._early = Baseline()
 
     def check(self, view: StepView) -> Alert | None:
-        share = view.finite("tools/error_share")
-        if share is None:
+        seen = self._early.against(view, "tools/error_share", self.settings.window)
+        if seen is None:
             return None
-        if len(self._early) < self.settings.window:
-            self._early.append(share)
-            return None
-        base = fmean(self._early)
+        share, base = seen
         if share - base < self.settings.tool_error_rise:
             return None
-        failing = {g.group_id: sum(g.tool_errors) for g in view.groups if any(g.tool_errors)}
-        ids = sorted(failing, key=failing.__getitem__, reverse=True)[:5]
+        ids = top_groups({g.group_id: sum(g.tool_errors) for g in view.groups if any(g.tool_errors)})
         return self.alert(view, f"the share of failed tool calls rose {base:.0%} -> {share:.0%}: calls malformed, "
                           "to unknown tools, with bad arguments, or tools failing (open the groups to read the "
                           "errors)", ids, share)

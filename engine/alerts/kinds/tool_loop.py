@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
+from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView, top_groups
 
 
 class Settings(Shared):
@@ -19,7 +19,6 @@ class ToolLoop(AlertCheck[Settings]):
     """``tools/loop_share`` reaches ``tool_loop_share``."""
 
     kind = "tool_loop"
-    settings_model = Settings
     reward_hole = True
     fires_when = "`tool_loop_share` of a step's tool episodes are cut at the turn limit while still calling"
 
@@ -27,8 +26,7 @@ class ToolLoop(AlertCheck[Settings]):
         share = view.finite("tools/loop_share")
         if share is None or share < self.settings.tool_loop_share:
             return None
-        looping = {g.group_id: sum(g.looped) for g in view.groups if any(g.looped)}
-        ids = sorted(looping, key=looping.__getitem__, reverse=True)[:5]
+        ids = top_groups({g.group_id: sum(g.looped) for g in view.groups if any(g.looped)})
         return self.alert(view, f"{share:.0%} of episodes called tools until the turn limit without answering: a "
                           "loop of calls (a reward that pays per call, or a tool whose answer never settles the "
                           "question)", ids, share)

@@ -5,13 +5,12 @@ whether or not the policy has found the loop yet."""
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
 from statistics import fmean
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from rlab.engine.alerts.base import Alert, AlertCheck, Shared, StepView
+from rlab.engine.alerts.base import Alert, AlertCheck, Recent, Shared, StepView, top_groups
 
 
 class Settings(Shared):
@@ -41,18 +40,12 @@ class ToolPaid(AlertCheck[Settings]):
     than twice its standard error."""
 
     kind = "tool_paid"
-    settings_model = Settings
     fires_when = ("at the same success verdict each tool call adds `tool_paid` of the rubric's total reward, "
                   "more than twice its standard error, over `window` steps whose calls vary at least "
                   "`tool_paid_spread` (a reward per call, named before the policy finds the loop)")
 
-    def __init__(self, thresholds: BaseModel) -> None:
-        super().__init__(thresholds)
-        self._paid: deque[list[_Paid]] = deque(maxlen=self.settings.window)
-
-    def retune(self, thresholds: BaseModel) -> None:
-        super().retune(thresholds)
-        self._paid = deque(self._paid, maxlen=self.settings.window)
+    def begin(self) -> None:
+        self._paid: Recent[list[_Paid]] = self.recent()
 
     def check(self, view: StepView) -> Alert | None:
         th = self.settings
@@ -78,7 +71,7 @@ class ToolPaid(AlertCheck[Settings]):
         for p in self._paid[-1]:
             if not p.success:
                 failed[p.group_id] = max(failed.get(p.group_id, p.reward), p.reward)
-        return sorted(failed, key=failed.__getitem__, reverse=True)[:5]
+        return top_groups(failed)
 
 
 @dataclass(frozen=True)
