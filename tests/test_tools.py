@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
+from rlab.engine.policy.tiny import embedded_dir
 from rlab.engine.tools.calls import assistant_message, call_text, parse_turn, template_messages
 from rlab.engine.tools.episode import NO_TOOLS, ToolEpisode
 from rlab.engine.tools.process import ToolProcess, ToolsError
@@ -63,6 +65,39 @@ def test_a_list_of_calls_in_one_block_and_arguments_as_json_text_parse():
 
 def test_a_turn_without_a_block_is_an_answer():
     assert parse_turn("The answer is 42.").calls == []
+
+
+@pytest.mark.parametrize("text, call", [
+    ('{"name": "add", "parameters": {"a": 1, "b": 2}}', ("add", {"a": 1, "b": 2}, None)),
+    (' {"name": "add", "arguments": "{\\"a\\": 1}"}\n', ("add", {"a": 1}, None)),
+    ('{"name": "add", "parameters": [1, 2]}', ("add", {}, '"arguments" must be an object, got list')),
+])
+def test_a_turn_that_is_one_bare_json_call_is_that_call(text, call):
+    """Llama 3.1's form: no tags, the whole turn one object of a name and its parameters."""
+    parsed = parse_turn(text)
+    assert parsed.content == "" and [(c.name, c.arguments, c.problem) for c in parsed.calls] == [call]
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "Ada", "age": 36}',  # other keys: an answer that is JSON
+    'Call: {"name": "add", "parameters": {"a": 1}}',  # text around it
+    '{"name": "add", "parameters": {"a": 1}} {"name": "add", "parameters": {"a": 2}}',
+    '{"name": "add", "parameters": {"a": 1}',
+])
+def test_json_that_is_not_one_bare_call_is_an_answer(text):
+    assert parse_turn(text).calls == []
+
+
+def test_llama_3_1_s_template_writes_a_parsed_bare_call_back_as_the_model_wrote_it():
+    trl = pytest.importorskip("trl")  # ships Llama 3.1's chat template
+    template = (Path(trl.__file__).parent / "chat_templates" / "llama3_1.jinja").read_text()
+    written = '{"name": "add", "parameters": {"a": 1, "b": 2}}'
+    [call] = parse_turn(written).calls
+    message = assistant_message("", [ToolCall("call_0_0", call.name, call.arguments)])
+    messages, tools = tool_prompt([{"role": "user", "content": "1+2?"}, message], SCHEMA, template)
+    tokenizer = AutoTokenizer.from_pretrained(embedded_dir("arithmetic"))
+    rendered = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=False)
+    assert rendered.endswith(f"<|start_header_id|>assistant<|end_header_id|>\n\n{written}<|eot_id|>")
 
 
 # -- rendering -------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ One block holds one call (a JSON object) or several (a JSON list of them,
 as SmolLM2 writes them); ``arguments`` may be an object or a JSON string of
 one. A block that does not parse is a malformed call: the policy is told why
 and what to write instead, and the episode goes on. A turn without a block
-is the episode's answer.
+is the episode's answer, unless the whole turn is one bare JSON object of a
+``name`` and ``parameters`` (or ``arguments``) and nothing else: Llama 3.1's
+template asks for its calls so and writes them back so.
 
 The assistant turn is stored as OpenAI writes it: ``content`` is the text
 outside the blocks, ``tool_calls`` the parsed calls (``arguments`` a JSON
@@ -32,6 +34,9 @@ from rlab.store.records import TOOL_ERROR_PREFIX
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _BLOCK = re.compile(re.escape(OPEN) + r"(.*?)(?:" + re.escape(CLOSE) + r"|\Z)", re.DOTALL)
+
+#: The keys of a bare call, Llama 3.1's ``{"name": ..., "parameters": {...}}`` (or ``arguments``).
+_BARE_KEYS = ({"name", "parameters"}, {"name", "arguments"})
 
 #: What the policy is told to write after a malformed call.
 FORMAT_HINT = f'write {OPEN}{{"name": TOOL, "arguments": {{...}}}}{CLOSE}'
@@ -70,7 +75,8 @@ def parse_turn(text: str) -> ParsedTurn:
     A block left open at the end (generation stopped inside it) is a
     malformed call, as is one whose JSON does not parse, is not an object
     (or a list of objects), lacks a string ``name`` or has ``arguments``
-    that are not an object.
+    that are not an object. A turn without a block that is one bare call
+    object (:func:`_bare_call`) is that call, with no content.
     """
     calls: list[ParsedCall] = []
     kept, end = [], 0
@@ -82,7 +88,23 @@ def parse_turn(text: str) -> ParsedTurn:
         # a well-formed block becomes tool_calls; a malformed one stays in the text, as written
         kept.append(text[end:match.start()] if all(c.problem is None for c in parsed) else text[end:match.end()])
         end = match.end()
+    bare = None if calls else _bare_call(text)
+    if bare is not None:
+        return ParsedTurn("", [bare])
     return ParsedTurn(("".join(kept) + text[end:]).strip(), calls)
+
+
+def _bare_call(text: str) -> ParsedCall | None:
+    """The call of a turn that is one JSON object of ``name`` and ``parameters`` (or
+    ``arguments``) and nothing else, as Llama 3.1 writes one; else None, the turn being an
+    answer (an object of other keys, or with text around it, is no call)."""
+    stripped = text.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return None
+    value, problem = _loads(stripped)
+    if problem is not None or not isinstance(value, dict) or set(value) not in _BARE_KEYS:
+        return None
+    return _parse_call(value)
 
 
 def _parse_block(body: str) -> list[ParsedCall]:
