@@ -13,13 +13,11 @@ never the run's.
 
 from __future__ import annotations
 
-import json
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlab.engine.rewards.child import DEFAULT_MEMORY_MB, UserCodeProcess
+from rlab.engine.rewards.child import DEFAULT_MEMORY_MB, OutOfStep, UserCodeProcess
 from rlab.engine.types import Example, Message
 from rlab.store.errors import UsageError
 
@@ -107,16 +105,12 @@ class AgentProcess:
                 for r in reply["results"]}
 
     def _ask(self, request: dict[str, Any], wall_s: float) -> dict[str, Any] | None:
-        request_id = secrets.token_hex(8)  # unguessable: agent code cannot forge a reply
+        """The answer to ``request`` (with the file's text), or None: no answer in time, the
+        process died, or it answered out of step (agent code wrote to its reply pipe)."""
         try:
-            reply = self.child.ask({**request, "source": self.source, "filename": str(self.file),
-                                    "id": request_id}, wall_s)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            reply = None
-        if reply is not None and (not isinstance(reply, dict) or reply.get("id") != request_id):
-            self.child.kill()
+            return self.child.ask_with_id({**request, "source": self.source, "filename": str(self.file)}, wall_s)
+        except OutOfStep:
             return None
-        return reply
 
     def close(self) -> None:
         """Stop the process (a later run starts a new one)."""

@@ -36,6 +36,7 @@ import collections
 import json
 import os
 import resource
+import secrets
 import select
 import signal
 import subprocess
@@ -155,6 +156,10 @@ class OutputTap:
             return "".join(self._tail)[-STDERR_TAIL_CHARS:]
 
 
+class OutOfStep(Exception):
+    """A user-code process wrote a line that is not the awaited answer (it has been killed)."""
+
+
 class UserCodeProcess:
     """One child process that runs user code; started on first use, replaced after a failure.
 
@@ -217,6 +222,29 @@ class UserCodeProcess:
                 pass
         self.kill()
         return None
+
+    def ask_with_id(self, request: dict[str, Any], wall_s: float) -> dict[str, Any] | None:
+        """:meth:`ask` with a fresh unguessable ``id`` its answer must echo: user code can write to
+        the reply pipe (an open descriptor like any other), and a forged line must not answer a
+        later request.
+
+        Returns:
+            The answer, or None when the process died or gave no answer in time.
+
+        Raises:
+            OutOfStep: the next line was not that answer (not JSON, or another id); the process
+                is killed, so no stale line outlives it.
+            ValueError: the request is not JSON-serialisable.
+        """
+        request_id = secrets.token_hex(8)
+        try:
+            answer = self.ask({**request, "id": request_id}, wall_s)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            answer = {}
+        if answer is not None and (not isinstance(answer, dict) or answer.get("id") != request_id):
+            self.kill()
+            raise OutOfStep
+        return answer
 
     def _running(self) -> subprocess.Popen[bytes]:
         """The process, started (again) if it is not running."""

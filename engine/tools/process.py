@@ -23,12 +23,10 @@ user's files, network and environment. Run tools you would run yourself.
 
 from __future__ import annotations
 
-import json
-import secrets
 from pathlib import Path
 from typing import Any
 
-from rlab.engine.rewards.child import DEFAULT_MEMORY_MB, UserCodeProcess
+from rlab.engine.rewards.child import DEFAULT_MEMORY_MB, OutOfStep, UserCodeProcess
 from rlab.engine.types import ToolCall
 from rlab.store.errors import UsageError
 from rlab.store.secrets import scrub_text, secret_env_values
@@ -50,10 +48,6 @@ class ToolsError(UsageError):
     """A task's tools that cannot be offered: the file does not load, or a tool has no schema.
 
     Raised before a run starts; the message names the file, the tool and the fix."""
-
-
-class _OutOfStep(Exception):
-    """The tool process wrote a line that is not the awaited reply (it has been killed)."""
 
 
 class ToolProcess:
@@ -87,7 +81,7 @@ class ToolProcess:
             try:
                 reply = self._ask({"kind": "load", "source": self.source, "filename": str(self.file)},
                                   LOAD_TIMEOUT_S)
-            except _OutOfStep:
+            except OutOfStep:
                 raise ToolsError(f"{self.file}: loading the tools wrote a line to the tool process's reply pipe; "
                                  "write output with print (it goes to the log)") from None
             if reply is None:
@@ -112,7 +106,7 @@ class ToolProcess:
                    "arguments": arguments, "timeout_s": self.timeout_s, "max_chars": self.result_chars}
         try:
             reply = self._ask(request, self.timeout_s + 5.0)
-        except _OutOfStep:
+        except OutOfStep:
             return ToolCall(call_id, name, arguments, kind="out_of_step",
                             error=f"the tool process answered {name} with a line that is not its reply (tool code "
                                   "wrote to the worker's reply pipe), so it was replaced; call again")
@@ -134,27 +128,8 @@ class ToolProcess:
                         seconds=float(reply["seconds"]), kind=reply["kind"])
 
     def _ask(self, request: dict[str, Any], wall_s: float) -> dict[str, Any] | None:
-        """Send ``request`` with a fresh id and wait up to ``wall_s`` seconds for the reply that echoes it.
-
-        Returns:
-            The reply, or None when the process died or gave no reply in time
-            (``UserCodeProcess.ask``; it is then killed).
-
-        Raises:
-            _OutOfStep: the next line was not that reply (not JSON, or another
-                id); the process is killed, so no stale line outlives it.
-            ValueError: the request is not JSON-serialisable.
-        """
-        # unguessable, so tool code that forges a reply cannot answer a later call with it
-        request_id = secrets.token_hex(8)
-        try:
-            reply = self.child.ask({**request, "id": request_id}, wall_s)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            reply = {}
-        if reply is not None and (not isinstance(reply, dict) or reply.get("id") != request_id):
-            self.child.kill()
-            raise _OutOfStep
-        return reply
+        """``UserCodeProcess.ask_with_id`` (OutOfStep: the process answered out of step)."""
+        return self.child.ask_with_id(request, wall_s)
 
     def close(self) -> None:
         """Stop the process (a later call starts a new one)."""
