@@ -37,7 +37,7 @@ def endpoint():
 def session(policy, endpoint):
     batcher = ContinuousBatcher(policy.model, policy.tokenizer, pad_id=policy.pad_id, eos_id=policy.eos_id,
                                 device="cpu")
-    opened = endpoint.session = RolloutSession(policy, policy.tokenizer, batcher, SessionLimits(MODEL, 12, 3, 256, 1.0),
+    opened = endpoint.session = RolloutSession(policy, policy.tokenizer, batcher, SessionLimits(MODEL, 12, 3, 1.0),
                                                ["a", "b", "c", "d"])
     yield opened
     endpoint.session = None

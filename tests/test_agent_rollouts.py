@@ -79,9 +79,7 @@ ROLLOUT = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def policy(raw_tiny_model_dir):
-    loaded = Policy.load(raw_tiny_model_dir, "cpu")
-    loaded.model.config.max_position_embeddings = 1024  # room for the tool prompt (rotary positions go on)
-    return loaded
+    return Policy.load(raw_tiny_model_dir, "cpu")
 
 
 @pytest.fixture(scope="module")
@@ -229,3 +227,17 @@ def test_a_rollout_file_that_cannot_run_stops_the_start_and_leaves_no_run_file(r
     assert done.returncode == 2, done.stderr
     assert "\nrlab: error: " in done.stderr and "SyntaxError in rollout.py line 1" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "r.db").exists()
+
+
+def test_an_agents_tool_message_in_the_error_convention_is_a_failed_call():
+    """What the native tool loop writes for a failed call (``error: ...``) is an error here too, so a
+    rubric that reads calls' errors pays an agent's rollout as it pays the native one."""
+    from rlab.engine.agent.trajectory import _call
+
+    call = {"id": "call_0_0", "type": "function", "function": {"name": "price", "arguments": '{"item": "x"}'}}
+    failed = _call(call, {"role": "tool", "tool_call_id": "call_0_0", "content": "error: no item 'x'"})
+    ran = _call(call, {"role": "tool", "tool_call_id": "call_0_0", "content": "12"})
+    missing = _call(call, None)
+    assert (failed.error, failed.result, failed.arguments) == ("no item 'x'", "", {"item": "x"})
+    assert (ran.error, ran.result) == (None, "12")
+    assert missing.error == "the agent sent back no result for this call"

@@ -4,8 +4,8 @@ MultiTurnEnv (not a ToolEnv) driven by its own rollout loop, an OpenAI Agents SD
 function tool. Each must reach the endpoint and leave its turns in the run file.
 
 Run with: python -m pytest -q -m agents (after pip install -e ".[agents]"); skipped without the
-packages. The policy is the untrained tiny model with room for a tool prompt: what is checked is
-the door, not what a random policy answers.
+packages. The policy is the untrained tiny model: what is checked is the door, not what a random
+policy answers.
 """
 
 from __future__ import annotations
@@ -17,34 +17,19 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from transformers import LlamaForCausalLM
-
-from rlab.engine.policy.tiny import build_config, build_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.agents
 
 
-@pytest.fixture(scope="module")
-def wide_tiny_model_dir(tmp_path_factory):
-    """The raw tiny policy with a 2,048-token context (a framework's tool prompt is long)."""
-    path = tmp_path_factory.mktemp("wide-tiny")
-    torch.manual_seed(0)
-    tokenizer = build_tokenizer()
-    LlamaForCausalLM(build_config(len(tokenizer), 2048)).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 @pytest.mark.parametrize("shape, package", [("art_shape", "art"), ("verifiers_shape", "verifiers"),
                                             ("agents_sdk_shape", "agents")])
-def test_a_real_agent_package_trains_one_step_through_the_endpoint(shape, package, wide_tiny_model_dir, tmp_path):
+def test_a_real_agent_package_trains_one_step_through_the_endpoint(shape, package, raw_tiny_model_dir, tmp_path):
     pytest.importorskip(package)
     db = tmp_path / "runs.db"
     done = subprocess.run(
         [sys.executable, "-P", "-m", "rlab.engine.cli", "run", "--headless", "--task", str(ROOT / "examples/agents" / shape),
-         "--model", str(wide_tiny_model_dir), "--db", str(db), "--name", shape, "--max-steps", "1",
+         "--model", str(raw_tiny_model_dir), "--db", str(db), "--name", shape, "--max-steps", "1",
          "--prompts-per-step", "2", "--group-size", "2", "--eval-size", "2", "--eval-every", "1000"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -32,8 +32,6 @@ from rlab.engine.types import Example, Sampler, Trajectory
 
 #: The model name the endpoint serves (what a rollout is told to ask for).
 MODEL_NAME = "rlab-policy"
-#: The context the session lets through behind a server, which refuses a longer prompt itself.
-SERVER_CHECKS_CONTEXT = 2**31
 
 
 class AgentRollout:
@@ -72,8 +70,8 @@ class AgentRollout:
         endpoint = self._started()
         keys = [[secrets.token_hex(8) for _ in range(group_size)] for _ in examples]
         batcher = self._batcher()
-        limits = SessionLimits(MODEL_NAME, self.max_new_tokens, REQUESTS_PER_TURN * self.max_turns,
-                               self._context_tokens(), temperature, greedy=temperature <= 0)
+        limits = SessionLimits(MODEL_NAME, self.max_new_tokens, REQUESTS_PER_TURN * self.max_turns, temperature,
+                               greedy=temperature <= 0)
         session = endpoint.session = RolloutSession(self.sampler, self.tokenizer, batcher, limits,
                                                     [k for g in keys for k in g])
         start = time.monotonic()
@@ -95,12 +93,6 @@ class AgentRollout:
                                      eos_id=self.sampler.eos_id, device=self.sampler.device,
                                      threads=torch.get_num_threads())
         return ForwardingBatcher(self.sampler)
-
-    def _context_tokens(self) -> int:
-        """The model's context, which the session checks; a server checks its own."""
-        if isinstance(self.sampler, Policy):
-            return int(self.sampler.model.config.max_position_embeddings)
-        return SERVER_CHECKS_CONTEXT
 
     def check(self) -> dict[str, str]:
         """Load the rollout file in its process; what the run's manifest records of it

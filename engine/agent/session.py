@@ -88,7 +88,7 @@ class RolloutRecord:
     """Everything the endpoint saw of one rollout: its completions and its refused requests.
 
     problems: ``(kind, message)`` per refused request; kinds: ``wrong_model``,
-    ``over_budget``, ``too_many_requests``, ``bad_request``, ``context``.
+    ``over_budget``, ``too_many_requests``, ``invalid_request``, ``stream_unsupported``, ``unsupported``.
     """
 
     key: str
@@ -103,7 +103,6 @@ class SessionLimits:
 
     model: the model name requests must name. max_new_tokens: tokens at most per
     completion (the run's budget). max_requests: requests at most per rollout.
-    context_tokens: prompt plus completion tokens the model takes.
     temperature: the run's temperature, for requests that give none.
     greedy: held-out evaluation: every request is sampled greedily.
     """
@@ -111,7 +110,6 @@ class SessionLimits:
     model: str
     max_new_tokens: int
     max_requests: int
-    context_tokens: int
     temperature: float
     greedy: bool = False
 
@@ -148,10 +146,6 @@ class RolloutSession:
         messages, tools = self._conversation(record, request)
         prompt_ids = self.sampler.render(messages, tools)
         budget = request.max_completion_tokens or request.max_tokens or self.limits.max_new_tokens
-        if len(prompt_ids) + budget > self.limits.context_tokens:
-            raise self._refuse(record, 400, "context_length_exceeded",
-                               f"the prompt is {len(prompt_ids)} tokens and asks for {budget} more; the model "
-                               f"takes {self.limits.context_tokens} in all")
         temperature = 0.0 if self.limits.greedy else (
             self.limits.temperature if request.temperature is None else request.temperature)
         generation = GenerationRequest(prompt_ids, request.n, budget, temperature, request.top_p or 1.0,

@@ -37,6 +37,7 @@ from rlab.engine.agent.request import chat_messages
 from rlab.engine.agent.session import RecordedTurn, RolloutRecord
 from rlab.engine.rollout.token_ends import token_ends
 from rlab.engine.types import Message, ToolCall, Trajectory, Turn
+from rlab.store.records import TOOL_ERROR_PREFIX
 
 
 def agent_trajectory(record: RolloutRecord, result: RolloutResult, tokenizer: Any) -> Trajectory:
@@ -151,13 +152,23 @@ def _error(record: RolloutRecord, result: RolloutResult, returned: list[Message]
     return None
 
 
+def _call(call: dict[str, Any], answer: Message | None) -> ToolCall:
+    """A sampled call with what the agent's tool message said: a result, or an error when the
+    text starts with ``error: `` (the convention the native tool loop writes and an import reads,
+    ``store.records.TOOL_ERROR_PREFIX``)."""
+    name, arguments = call["function"]["name"], _arguments(call["function"]["arguments"])
+    if answer is None:
+        return ToolCall(call["id"], name, arguments, error="the agent sent back no result for this call")
+    text = str(answer.get("content", ""))
+    if text.startswith(TOOL_ERROR_PREFIX):
+        return ToolCall(call["id"], name, arguments, error=text[len(TOOL_ERROR_PREFIX):])
+    return ToolCall(call["id"], name, arguments, result=text)
+
+
 def _turn(turn: RecordedTurn, conversation: list[Message], tokenizer: Any) -> Turn:
     ids = [c["id"] for c in turn.reply.get("tool_calls", [])]
     answers = {m.get("tool_call_id"): m for m in conversation if m["role"] == "tool"}
-    calls = [ToolCall(c["id"], c["function"]["name"], _arguments(c["function"]["arguments"]),
-                      result=str(answers[c["id"]].get("content", "")) if c["id"] in answers else "",
-                      error=None if c["id"] in answers else "the agent sent back no result for this call")
-             for c in turn.reply.get("tool_calls", [])]
+    calls = [_call(c, answers.get(c["id"])) for c in turn.reply.get("tool_calls", [])]
     calls += [ToolCall(f"malformed_{k}", c.name, c.arguments, error=c.problem)
               for k, c in enumerate(turn.calls) if c.problem is not None]
     return Turn(prompt_ids=turn.prompt_ids, completion_ids=turn.sample.token_ids, logprobs=turn.sample.logprobs,
