@@ -18,7 +18,6 @@ a named problem on its record: the rollout becomes an error trajectory
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 import uuid
@@ -34,8 +33,8 @@ from pydantic import ValidationError
 
 from rlab.engine.agent.request import ChatRequest, chat_messages
 from rlab.engine.policy.continuous import BatcherStats, GenerationRequest
-from rlab.engine.tools.calls import ParsedCall, parse_turn
-from rlab.engine.types import Message, Sample, Sampler
+from rlab.engine.tools.calls import ParsedCall, assistant_message, parse_turn
+from rlab.engine.types import Message, Sample, Sampler, ToolCall
 from rlab.engine.validation import located, one_line
 
 #: Requests one rollout may make per assistant turn the task allows (an agent's retries).
@@ -192,17 +191,11 @@ class RolloutSession:
         with self._lock:
             index = len(record.turns)
             named = [c for c in parsed.calls if c.name and c.problem is None] if parsed else []
-            reply: Message = {"role": "assistant", "content": content}
-            if named:
-                reply["tool_calls"] = [_call_json(f"call_{index}_{k}", c) for k, c in enumerate(named)]
+            reply = assistant_message(content, [ToolCall(f"call_{index}_{k}", c.name, c.arguments)
+                                                for k, c in enumerate(named)])
             turn = RecordedTurn(messages, tools, prompt_ids, sample, reply, parsed.calls if parsed else [], temperature)
             record.turns.append(turn)
         return turn
-
-
-def _call_json(call_id: str, call: ParsedCall) -> dict[str, Any]:
-    return {"id": call_id, "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
 
 
 def _completion(request: ChatRequest, turns: list[RecordedTurn], tokenizer: Any) -> ChatCompletion:

@@ -35,6 +35,7 @@ from typing import Any
 from rlab.engine.agent.process import RolloutResult
 from rlab.engine.agent.request import chat_messages
 from rlab.engine.agent.session import RecordedTurn, RolloutRecord
+from rlab.engine.tools.calls import call_arguments
 from rlab.engine.rollout.token_ends import token_ends
 from rlab.engine.types import Message, ToolCall, Trajectory, Turn
 from rlab.store.records import TOOL_ERROR_PREFIX
@@ -122,16 +123,9 @@ def _match(sent: list[Message], replies: list[Message]) -> tuple[set[int], int]:
 
 def _same(a: Message, b: Message) -> bool:
     def calls(m: Message) -> list[Any]:
-        return [[c["function"]["name"], _arguments(c["function"].get("arguments"))] for c in m.get("tool_calls", [])]
+        return [[c["function"]["name"], call_arguments(c["function"].get("arguments"))] for c in m.get("tool_calls", [])]
 
     return (a.get("content") or "").strip() == (b.get("content") or "").strip() and calls(a) == calls(b)
-
-
-def _arguments(raw: Any) -> Any:
-    try:
-        return json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError:
-        return raw
 
 
 def _error(record: RolloutRecord, result: RolloutResult, returned: list[Message] | None,
@@ -156,7 +150,7 @@ def _call(call: dict[str, Any], answer: Message | None) -> ToolCall:
     """A sampled call with what the agent's tool message said: a result, or an error when the
     text starts with ``error: `` (the convention the native tool loop writes and an import reads,
     ``store.records.TOOL_ERROR_PREFIX``)."""
-    name, arguments = call["function"]["name"], _arguments(call["function"]["arguments"])
+    name, arguments = call["function"]["name"], call_arguments(call["function"]["arguments"])
     if answer is None:
         return ToolCall(call["id"], name, arguments, error="the agent sent back no result for this call")
     text = str(answer.get("content", ""))

@@ -193,14 +193,16 @@ def template_messages(messages: list[Message]) -> list[Message]:
     out = []
     for message in messages:
         if message.get("tool_calls"):
-            calls = [{**c, "function": {**c["function"], "arguments": _object(c["function"].get("arguments"))}}
+            calls = [{**c, "function": {**c["function"], "arguments": call_arguments(c["function"].get("arguments"))}}
                      for c in message["tool_calls"]]
             message = {**message, "tool_calls": calls}
         out.append(message)
     return out
 
 
-def _object(arguments: Any) -> Any:
+def call_arguments(arguments: Any) -> Any:
+    """A call's ``arguments`` as an object: OpenAI's JSON string parsed, anything else (an
+    object already, or a string that is not JSON) as it is."""
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)
