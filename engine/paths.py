@@ -24,7 +24,7 @@ def cache_root() -> Path:
 
 def engine_log_path(db_path: Path, run_name: str) -> Path:
     """The engine log of run ``run_name`` of a run file: ``<db>.<run>.engine.log``,
-    beside the file (a run name has no path separator: engine.config checks it).
+    beside the file (a run name has no path separator: engine.run.config checks it).
 
     The TUI sends a run's engine output there; the engine appends the traceback
     of an error that ends a run there itself, so a headless run has it too."""

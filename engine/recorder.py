@@ -10,7 +10,7 @@ builds :class:`GroupRecord` s and calls :meth:`Recorder.record`.
 What the recorder owns:
 
 - the success verdict of every trajectory, by the run's
-  :class:`~rlab.engine.success.SuccessRule` over the verifier's reward
+  :class:`~rlab.engine.rewards.success.SuccessRule` over the verifier's reward
   functions (never the judge's score);
 - storing the step: its groups, judge calls and metrics in one transaction,
   so a killed process leaves every step whole or absent;
@@ -34,7 +34,7 @@ from rlab.engine.alerts import REWARD_HOLES, AlertThresholds, AlertWatch, GroupS
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected, accept_edit, check_samples
 from rlab.engine.rewards.judge.ruler import JudgeResult
 from rlab.engine.rewards.scoring_process import RubricVersion
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.store.control import Controller
 from rlab.store.records import GroupRecord, TrajectoryRecord
 from rlab.store.stepstats import step_stats
@@ -329,7 +329,7 @@ class Recorder:
     def switch_settings(self, step: int, changes: Mapping[str, object], *, command_id: int | None = None,
                         replayed: int | None = None) -> None:
         """Record a settings version in force from step ``step``
-        (``engine.settings``): a ``settings`` event and the command resolved as
+        (``engine.run.settings``): a ``settings`` event and the command resolved as
         applied. A new change is numbered after every change the run made
         (``settings_versions_made + 1``); ``replayed``: the number of a change a
         resumed run makes again on a re-run step, which keeps it. The caller

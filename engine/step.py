@@ -21,16 +21,16 @@ import time
 import traceback
 from pathlib import Path
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.paths import engine_log_path
 from rlab.engine.policy.device import clock, peak_memory_metric
 from rlab.engine.recorder import StepRecord, say
-from rlab.engine.reporting import Reporter
+from rlab.engine.integrations.reporting import Reporter
 from rlab.engine.rewards.scoring import score
 from rlab.engine.rollout.play import HeldOut
-from rlab.engine.session import Session, checkpoint, pin_checkpoint
-from rlab.engine.settings import BETWEEN_STEPS, SettingsError, changed, settings_metrics
-from rlab.engine.start import start
+from rlab.engine.run.session import Session, checkpoint, pin_checkpoint
+from rlab.engine.run.settings import BETWEEN_STEPS, SettingsError, changed, settings_metrics
+from rlab.engine.run.start import start
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.train.batch import to_batch
 from rlab.engine.train.guard import check_finite
@@ -118,7 +118,7 @@ def train(session: Session, reporter: Reporter | None = None) -> dict:
     initial one at 0, the final one last), where seconds of training are wall
     seconds since the first step minus the time spent in held-out evals and
     paused, so the time to a pass@1 target reads from it. An opened ``reporter`` also
-    gets every step's metrics (Trackio, TensorBoard: engine.reporting).
+    gets every step's metrics (Trackio, TensorBoard: engine.integrations.reporting).
     """
     reporter = reporter or Reporter([], session.config.db)
     recorder = session.recorder
@@ -227,7 +227,7 @@ def _set_learning_rate(session: Session, step: int, elapsed_s: float) -> None:
 
 
 def _schedule_metrics(session: Session) -> dict[str, float]:
-    """The learning rate the step trained at, and the settings in force (``engine.settings``)."""
+    """The learning rate the step trained at, and the settings in force (``engine.run.settings``)."""
     return {"learning_rate": session.parts.trainer.learning_rate,
             **settings_metrics(session.config, session.recorder.settings_version)}
 
@@ -354,7 +354,7 @@ def _apply_pending_settings(session: Session, step: int) -> None:
 
 def apply_settings(session: Session, step: int, command_id: int, payload: dict) -> None:
     """Apply a pending ``set_settings`` (``rlab set``) at this step boundary, or reject it
-    with the reason; checked again here (``engine.settings``), since the run may have
+    with the reason; checked again here (``engine.run.settings``), since the run may have
     changed since ``rlab set`` checked it. A rejected change leaves every setting as it was."""
     try:
         config, changes = changed(session.config, payload.get("changes") or {}, BETWEEN_STEPS,

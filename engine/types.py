@@ -329,7 +329,7 @@ class Scenario(Protocol):
     of the arithmetic recipe's (e.g. a longer ``max_new_tokens``); a value
     the user set explicitly wins. success / success_threshold: what counts as
     solved, the reward function of ``reward_file`` whose unweighted value
-    must reach the threshold (None: the total reward; ``engine.success``).
+    must reach the threshold (None: the total reward; ``engine.rewards.success``).
     tiny_context_tokens: the tiny policy's context in tokens, for a scenario
     whose longest episode needs more room (None: ``engine.policy.tiny``'s
     default). ``scenarios.base.ScenarioBase`` declares them all with defaults.

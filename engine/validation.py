@@ -4,7 +4,7 @@ pydantic's report is a multi-line text with URLs; a user gets one
 ``rlab: error:`` line instead. :func:`problems` reads the errors once, in our
 words (``must be`` for "Input should be", ``required`` for "Field
 required"), and each caller names the place as its user typed it: a flag
-(``engine.flags``), an ``--alert NAME=VALUE`` (``engine.config``), a task
+(``engine.run.flags``), an ``--alert NAME=VALUE`` (``engine.run.config``), a task
 file's key (``scenarios.task_file``), a judge's answer, a run config's
 alert thresholds in the TUI. The one reader a person's message is not for is
 the policy: a tool's bad arguments keep pydantic's wording

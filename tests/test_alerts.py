@@ -426,7 +426,7 @@ def _trl_forced_run(tmp_path):
     from judge_server import ChatCompletionsServer, Reply
     from test_trl_attach import Args, fake_trainer, train_step
 
-    from rlab.engine.config import JudgeSettings
+    from rlab.engine.run.config import JudgeSettings
     from rlab.engine.integrations.trl import RlabCallback
 
     rewards = tmp_path / "rewards.py"
@@ -471,7 +471,7 @@ def test_a_reward_hole_s_alerts_name_the_reward_fix_and_keep_the_step_s_checkpoi
     lr (the wrong fix for a gamed reward). hack / tool_loop, and a collapse after one, name the
     reward edit and the fork that tests it; a collapse on its own keeps the rewind."""
     from rlab.engine.recorder import Recorder, RunRef
-    from rlab.engine.success import SuccessRule
+    from rlab.engine.rewards.success import SuccessRule
     from rlab.engine.train.retention import Checkpoint, to_prune
     from rlab.store.writer import StoreWriter
 

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 BUGS = {
-    "plan_fork": ("rlab.engine.fork", "plan_fork"),
+    "plan_fork": ("rlab.engine.run.fork", "plan_fork"),
     "task loader": ("rlab.scenarios.task_file", "_from_spec"),
     "follower": ("rlab.store.formats.follow.Follower", "poll"),
 }

@@ -22,8 +22,8 @@ import pytest
 from fixtures.smalldb import build_small_db
 from judge_server import ChatCompletionsServer, Reply, scores_json
 from rlab.engine.cli.options import add_run_options, config_from_args
-from rlab.engine.config import RunConfig
-from rlab.engine.session import run_dir
+from rlab.engine.run.config import RunConfig
+from rlab.engine.run.session import run_dir
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter
 from rlab.engine.cli import main as cli
@@ -171,7 +171,7 @@ def test_the_start_check_imports_neither_torch_nor_transformers(tmp_path):
     """check_options runs in the TUI's process before its first screen: reading a
     scenario's run defaults once imported the engine's session, and with it torch
     and transformers (7.8 s instead of 0.6 s)."""
-    code = ("import sys; from rlab.engine.cli.checks import check_options; from rlab.engine.config import RunConfig; "
+    code = ("import sys; from rlab.engine.cli.checks import check_options; from rlab.engine.run.config import RunConfig; "
             "check_options(RunConfig(scenario='support_replies', db='r.db')); "
             "heavy = {'torch', 'transformers'} & set(sys.modules); assert not heavy, heavy")
     result = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,

@@ -145,8 +145,8 @@ def test_rlab_set_refuses_a_setting_given_twice(live, capsys, words, error):
 
 def test_rlab_set_refuses_a_fixed_setting_at_the_value_it_has(live, capsys):
     """`rlab set RUN group_size=<its own>` answered "the run already has these values", as if it could change."""
-    from rlab.engine.config import RunConfig
-    from rlab.engine.settings import BETWEEN_STEPS
+    from rlab.engine.run.config import RunConfig
+    from rlab.engine.run.settings import BETWEEN_STEPS
 
     db, _ = live
     changes_only = f"rlab set changes only: {', '.join(BETWEEN_STEPS)}"

@@ -21,7 +21,7 @@ def test_rlab_stop_queues_a_stop_for_a_live_run_and_refuses_an_ended_one(tmp_pat
 
 def test_rlab_set_names_a_value_the_run_has_already(tmp_path, capsys):
     """`rlab set RUN lr=<its lr> temperature=0.5` sends only temperature, and says lr was left."""
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
 
     db = tmp_path / "run.db"
     ids = build_small_db(db)  # demo is running, with the default options

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.policy.model import Policy
 from rlab.engine.policy.tiny import MANIFEST_NAME, embedded_dir, scenario_model_key, shipped_manifest
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.play import Rollout
 from rlab.engine.train.build_tiny import file_digests
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.engine.train.warm_start import ensure_tiny_model
 from rlab.scenarios import builtin_scenarios, get_scenario
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.step import run
 from rlab.store.control import send_command
 from rlab.store.db import open_db

@@ -3,7 +3,7 @@ learning-rate horizon those seconds are trained under."""
 
 from __future__ import annotations
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.step import budget_fraction, run
 
 
@@ -33,7 +33,7 @@ def test_rlab_set_eval_every_moves_the_next_held_out_evals(tmp_path, raw_tiny_mo
     """`rlab set RUN eval_every=2` on a run started with 100: the loop evals at steps 2 and 4.
     It read the eval_every the run started with, so it evaluated at neither, and the curve
     lost its final point too (the final eval reads the changed setting: 4 is a multiple of 2)."""
-    from rlab.engine.start import start
+    from rlab.engine.run.start import start
     from rlab.engine.step import train
     from rlab.store.control import send_command
 

@@ -13,7 +13,7 @@ from transformers.utils import logging as transformers_logging
 
 from rlab.engine.evaluation.compare import locked_room
 from rlab.engine.evaluation.stats import mcnemar_exact, pass_at_k
-from rlab.engine.manifest import sha256_files
+from rlab.engine.run.manifest import sha256_files
 from rlab.scenarios import get_scenario
 from rlab.store.db import open_db
 from rlab.store.reader import StoreReader

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.step import run
 from rlab.engine.train.retention import Checkpoint, to_prune
 from rlab.store.reader import StoreReader
@@ -133,7 +133,7 @@ def test_a_resume_takes_the_settings_that_may_change_and_refuses_the_rest(tmp_pa
 def test_a_resume_overrides_a_setting_a_later_step_would_replay(tmp_path, raw_tiny_model_dir):
     """Issue 47, 1.3: every resume replayed a bad setting at its step (and died again); an
     option given on the resume now wins over the replayed change of it."""
-    from rlab.engine.fork import plan_resume
+    from rlab.engine.run.fork import plan_resume
     from rlab.store.writer import StoreWriter
 
     db = tmp_path / "r.db"
@@ -517,7 +517,7 @@ def test_a_fork_whose_checkpoint_the_parent_prunes_meanwhile_looks_again_once(tm
     optimizer.pt is missing"; it now plans again once (@latest then names the next newest)."""
     import shutil
 
-    from rlab.engine import start as start_module
+    from rlab.engine.run import start as start_module
     from rlab.store.writer import StoreWriter
 
     db = tmp_path / "p.db"
@@ -546,7 +546,7 @@ def test_a_pinned_checkpoint_is_listed_once():
     pinned step 25 and the reward edit after it pinned the same step again (a second row)."""
     from pathlib import Path
 
-    from rlab.engine.fork import CheckpointRef, _listed
+    from rlab.engine.run.fork import CheckpointRef, _listed
 
     run = {"name": "r", "config": {}}
     stored = [CheckpointRef(run, step, Path(f"/c/{step}")) for step in (16, 21, 25, 25, 50)]

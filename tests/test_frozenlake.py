@@ -9,7 +9,7 @@ import pytest
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 from test_multiturn import ScriptedPolicy
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.episodes import run_group
 from rlab.engine.step import run

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rlab.engine.cli.errors import handled
 from rlab.engine.cli.run import run_headless
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.paths import engine_log_path
 from rlab.store.reader import StoreReader
 

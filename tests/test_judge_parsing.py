@@ -97,7 +97,7 @@ def test_ranks_share_the_best_rank_on_ties():
 def test_settings_validate_and_build(tmp_path):
     from pydantic import ValidationError
 
-    from rlab.engine.config import JudgeSettings
+    from rlab.engine.run.config import JudgeSettings
     from rlab.engine.rewards.judge.ruler import RulerJudge
 
     settings = JudgeSettings(model="qwen2.5:7b", base_url="http://localhost:11434/v1",

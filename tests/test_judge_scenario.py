@@ -113,7 +113,7 @@ def test_a_run_with_the_defaults_fits_the_thirty_training_emails(tmp_path):
     support_replies` failed at start. The scenario's run defaults count in the check."""
     from rlab.engine.cli.checks import check_options
     from rlab.engine.cli.errors import CliError
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
 
     check_options(RunConfig(scenario="support_replies", db=tmp_path / "r.db"))  # raises CliError if refused
     with pytest.raises(CliError, match="has 30 training prompts; pass at most 30"):

@@ -191,7 +191,7 @@ def test_no_import_cycle_between_our_modules():
 
 def test_the_public_surface_loads_without_the_store_or_the_heavy_parts():
     """What scenarios import loads neither torch nor any module of the store (its SQLite code, its records)."""
-    heavy = ("torch", "openai", "transformers", "sqlite_utils", "rlab.engine.config", "rlab.engine.session")
+    heavy = ("torch", "openai", "transformers", "sqlite_utils", "rlab.engine.run.config", "rlab.engine.run.session")
     code = ("import sys; import " + ", ".join(PUBLIC_SURFACE) + "; "
             f"print(sorted(m for m in sys.modules if m in {heavy!r} or m.startswith('rlab.store')))")
     done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
@@ -212,7 +212,7 @@ def test_the_public_surface_imports_no_module_of_the_store():
     ("engine", "import textual_plotext\n"),
     ("engine", "import importlib\nimportlib.import_module('rlab.tui.cli')\n"),
     ("scenarios", "from rlab.engine.rewards.rubric import load_rubric\n"),
-    ("scenarios", "def f():\n    from rlab.engine.session import start\n"),
+    ("scenarios", "def f():\n    from rlab.engine.run.session import start\n"),
 ])
 def test_checker_catches_violations(package, source):
     assert violations(package, {"bad.py": source}) != []

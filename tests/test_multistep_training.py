@@ -11,7 +11,7 @@ import torch
 from judge_server import ChatCompletionsServer, Reply, scores_json
 from test_multiturn import ScriptedPolicy, bisect, last_interval
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.policy.model import Policy
 from rlab.engine.rewards.edit.gate import accept_edit, check_samples
 from rlab.engine.rewards.judge.ruler import RulerJudge

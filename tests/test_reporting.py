@@ -19,8 +19,8 @@ import textwrap
 import pytest
 
 from rlab.engine.cli.run import engine_main
-from rlab.engine.config import RunConfig
-from rlab.engine.reporting import MissingDashboardError, Reporter, dashboard_names
+from rlab.engine.run.config import RunConfig
+from rlab.engine.integrations.reporting import MissingDashboardError, Reporter, dashboard_names
 from rlab.store.reader import StoreReader
 
 STEPS = {1: {"reward": 0.25, "rewards/correct/mean": 0.5, "frac_reward_zero_std": 0.75, "num_tokens": 96},
@@ -79,7 +79,7 @@ def test_trackio_logs_locally_and_reads_back(tmp_path):
     script = textwrap.dedent(f"""
         import json, sys
         from pathlib import Path
-        from rlab.engine.reporting import Reporter
+        from rlab.engine.integrations.reporting import Reporter
         reporter = Reporter(["trackio"], Path({str(tmp_path / "lab.db")!r}))
         reporter.open("run-a", {{"lr": 0.001, "api_key": "sk-not-a-real-key-123456"}})
         for step, metrics in {STEPS!r}.items():

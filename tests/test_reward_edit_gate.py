@@ -47,7 +47,7 @@ BAD_EDITS = {
 
 def test_the_gate_refuses_an_edit_that_drops_the_success_function_with_advice_for_an_edit():
     """The refusal reaches the TUI's editor and `rlab reward`, which take no --success."""
-    from rlab.engine.success import SuccessRule
+    from rlab.engine.rewards.success import SuccessRule
 
     with pytest.raises(EditRejected, match="keep correct in WEIGHTS") as refused:
         accept_edit({"source": ANSWER_KEY, "weights": None}, SAMPLES, success=SuccessRule("correct"))

@@ -11,7 +11,7 @@ import pytest
 
 from rlab.engine.cli.errors import handled
 from rlab.engine.cli.run import run_headless
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.store.db import RunFileFullError
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter

@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.step import run
 from rlab.engine.train.checkpoint import CheckpointError
 from rlab.store.reader import StoreReader

@@ -99,8 +99,8 @@ def test_the_int8_copy_picks_the_float32_policys_greedy_tokens_within_a_stated_s
 
 def test_a_run_refuses_the_int8_sampler_where_it_cannot_sample(raw_tiny_model_dir):
     """--sampler-int8 quantizes a float32 CPU sampling copy: with vLLM sampling there is none."""
-    from rlab.engine.config import RunConfig
-    from rlab.engine.session import build_parts
+    from rlab.engine.run.config import RunConfig
+    from rlab.engine.run.session import build_parts
     from rlab.scenarios import get_scenario
 
     config = RunConfig(sampler_int8=True, backend="vllm", lora_rank=4, model=str(raw_tiny_model_dir))

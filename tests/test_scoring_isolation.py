@@ -18,7 +18,7 @@ from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring_process import ProcessRubric, ScoringProcess
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 
 EXAMPLE = {"id": "add-2-3", "prompt": "2+3=", "answer": "5"}
 

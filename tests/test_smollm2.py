@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.policy import smollm2
 from rlab.engine.policy.model import ModelLoadError
 

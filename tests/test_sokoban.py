@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_multiturn import ScriptedPolicy
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rollout.episodes import run_group
 from rlab.engine.step import run

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlab.engine.recorder import Recorder, RunRef, StepRecord
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.store.records import GroupRecord, TrajectoryRecord
 from rlab.store.stepstats import grpo_advantages, step_stats
 from rlab.store.writer import StoreWriter

@@ -205,7 +205,7 @@ def test_a_full_disk_while_the_weights_are_written_is_one_error_whose_advice_res
     from safetensors import SafetensorError
     from transformers import PreTrainedModel
 
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
     from rlab.engine.step import RunCrashed, run
     from rlab.engine.train.checkpoint import CheckpointError
 

@@ -17,7 +17,7 @@ import pytest
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rollout.play import held_out
-from rlab.engine.success import SuccessError, SuccessRule
+from rlab.engine.rewards.success import SuccessError, SuccessRule
 from rlab.scenarios import builtin_scenarios, get_scenario
 from rlab.store.reader import StoreReader
 

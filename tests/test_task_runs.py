@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.step import run
 from rlab.scenarios import get_scenario
 from rlab.scenarios.task_scenario import TaskError

@@ -13,12 +13,12 @@ import pytest
 
 from rlab.engine.alerts import GroupStats
 from rlab.engine.alerts import AlertWatch
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.rewards.judge.prompt import build_judge_messages
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rewards.scoring import score, scorer_examples
 from rlab.engine.rollout.play import Rollout
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.engine.tools.calls import call_text
 from rlab.engine.train.advantages import rollout_advantages
 from rlab.engine.types import Sample, ToolScenario

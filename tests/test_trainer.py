@@ -355,7 +355,7 @@ def test_a_run_stores_the_trained_policys_log_probs_beside_the_samplers(tmp_path
     (schema v13), token for token with the sampler's: here the sampler is the policy itself
     (the shipped tiny policy: float32, no LoRA), so they agree to float16's rounding; a
     group without reward spread trains nothing and keeps none."""
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
     from rlab.engine.step import run
     from rlab.store.reader import StoreReader
     from rlab.store.tokens import unpack_logprobs

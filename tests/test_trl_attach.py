@@ -30,7 +30,7 @@ from rlab.engine.integrations.trl_ranks import Ranks
 from rlab.engine.integrations.trl_rewards import RewardSlot, TrlRewards, functions_source
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.rewards.scoring_process import RubricVersion
-from rlab.engine.settings import SettingsError, checked_for_run
+from rlab.engine.run.settings import SettingsError, checked_for_run
 from rlab.store.control import send_command
 from rlab.store.reader import StoreReader
 
@@ -444,7 +444,7 @@ def test_an_alert_in_pause_on_pauses_the_run_until_resumed(tmp_path):
 def test_a_reward_file_as_version_one_and_a_judge_as_one_more_reward(tmp_path):
     from judge_server import ChatCompletionsServer, Reply, scores_json
 
-    from rlab.engine.config import JudgeSettings
+    from rlab.engine.run.config import JudgeSettings
 
     rewards = tmp_path / "rewards.py"
     rewards.write_text((FIXTURES / "rewards_v2.py").read_text())
@@ -495,8 +495,8 @@ def test_two_groups_in_a_row_with_one_prompt_are_stored_apart(attached):
 
 
 def test_with_no_success_function_a_trl_run_judges_success_as_our_engine_does(tmp_path):
-    """Total reward >= 1 over the reward functions (engine.success), not "no verdict"."""
-    from rlab.engine.success import SuccessRule
+    """Total reward >= 1 over the reward functions (engine.rewards.success), not "no verdict"."""
+    from rlab.engine.rewards.success import SuccessRule
 
     trainer = fake_trainer([correct, brief], weights=[1.0, 0.5])
     callback = RlabCallback(tmp_path / "runs.db", trainer=trainer, poll_interval_s=0.02, beat_s=0.1)
@@ -520,7 +520,7 @@ def test_with_no_success_function_a_trl_run_judges_success_as_our_engine_does(tm
 
 
 def test_a_success_function_the_run_lacks_is_refused_with_advice_for_the_callback(tmp_path):
-    from rlab.engine.success import SuccessError
+    from rlab.engine.rewards.success import SuccessError
 
     with pytest.raises(SuccessError, match=r"RlabCallback\(success='exact'\) names no reward function .* correct, "
                                            r"brief\); pass success= one of them"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.policy.vllm import ServerDown, VLLMBackend, VLLMError
 from rlab.engine.policy.vllm_pool import VLLMPool, deal, group_spans, split_urls
 from rlab.store.reader import StoreReader

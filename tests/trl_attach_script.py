@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
 
         judge = None
         if args.judge_url:
-            from rlab.engine.config import JudgeSettings
+            from rlab.engine.run.config import JudgeSettings
 
             judge = JudgeSettings(model="judge", base_url=args.judge_url, use_cache=False, max_retries=0)
         trainer.add_callback(RlabCallback(args.db, trainer=trainer, success="correct", judge=judge))

@@ -18,7 +18,7 @@ class GroupStats:
     ``rewards`` are verifier rewards (floats, one per trajectory),
     ``completions`` the trajectories' final texts, ``judge_scores`` the
     judge's scores in [0, 1] (None where the group was not judged),
-    ``successes`` the declared success verdicts (``engine.success``; None:
+    ``successes`` the declared success verdicts (``engine.rewards.success``; None:
     no verdict, e.g. an errored score; empty: not known), ``tool_calls``
     each trajectory's tool calls and ``tool_errors`` its failed ones (empty:
     not a tool task), ``looped`` whether it was cut at the turn limit while

@@ -19,7 +19,7 @@ from rlab.engine.cli.errors import CliError
 from rlab.store.errors import UsageError
 
 if typing.TYPE_CHECKING:
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
     from rlab.engine.types import Scenario
 
 
@@ -31,7 +31,7 @@ def check_options(config: RunConfig) -> None:
     Raises:
         CliError: with the problem and its fix.
     """
-    from rlab.engine.config import MODEL_ALIASES
+    from rlab.engine.run.config import MODEL_ALIASES
 
     if config.fork_from is not None or config.resume is not None:
         _check_reopen(config)
@@ -60,10 +60,10 @@ def _scenario(config: RunConfig) -> Scenario:
 
 def _check_reopen(config: RunConfig) -> None:
     """A fork or a resume: the run file, the run and its checkpoint, the options
-    given (each may change there: ``engine.settings``), and the options the
+    given (each may change there: ``engine.run.settings``), and the options the
     reopened run will have, checked as a new run's."""
-    from rlab.engine.fork import plan_fork, plan_resume
-    from rlab.engine.settings import SettingsError
+    from rlab.engine.run.fork import plan_fork, plan_resume
+    from rlab.engine.run.settings import SettingsError
 
     check_run_file(config.db, writable=True)
     _check_name_and_resume(config)
@@ -84,13 +84,13 @@ def _check_run_options(config: RunConfig, scenario: Scenario) -> None:
                        f"only contend with each other (and thousands exhaust memory): pass at most {cpus}")
     if config.backend == "vllm":
         _check_vllm(config)
-    from rlab.engine.reporting import missing_package
+    from rlab.engine.integrations.reporting import missing_package
 
     if (missing := missing_package(config.report_to)) is not None:
         raise CliError(missing)
     if config.resume is None and (config.fork_from is None or config.rewards is not None):
         _check_reward_file(config, scenario)
-    from rlab.engine.settings import SettingsError, check_prompts
+    from rlab.engine.run.settings import SettingsError, check_prompts
 
     what = f"task {scenario.name!r}" if config.task is not None else f"scenario {config.scenario!r}"
     try:
@@ -104,7 +104,7 @@ def _check_reward_file(config: RunConfig, scenario: Scenario) -> None:
     process: a second or so) and has the success function, before any model loads
     or the run file is touched."""
     from rlab.engine.rewards.edit.check import validate
-    from rlab.engine.success import SuccessError, SuccessRule
+    from rlab.engine.rewards.success import SuccessError, SuccessRule
 
     path = config.rewards or scenario.reward_file
     if not path.is_file():

@@ -95,7 +95,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
     try:
         settings = LoopSettings(kind=args.command, **fields)
     except ValidationError as err:  # one line naming the option, not pydantic's report
-        from rlab.engine.flags import validation_message
+        from rlab.engine.run.flags import validation_message
 
         raise CliError(validation_message(err, fields)) from None
     result = run_loop(settings)

@@ -8,7 +8,7 @@ pydantic, not repeated here), ``Literal`` fields give choices, booleans are
 ``--x/--no-x`` and list or tuple fields take comma-separated values. Values
 are handed to pydantic as the strings typed, so one validator (the
 config's) checks them, and its errors are reported by flag
-(``engine.flags.validation_message``).
+(``engine.run.flags.validation_message``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from rlab.engine.cli.errors import CliError
-from rlab.engine.flags import assignments, flag, validation_message
+from rlab.engine.run.flags import assignments, flag, validation_message
 
 if typing.TYPE_CHECKING:
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
 
 # RunConfig is imported inside the functions that need it: it pulls in the
 # judge's openai client, which `rlab runs` must not pay for at start-up.
@@ -36,7 +36,7 @@ if typing.TYPE_CHECKING:
 def nested_models() -> dict[str, type[BaseModel]]:
     """RunConfig fields holding a settings model: each of its fields is a
     ``--<field>-<name>`` flag; the model is built when any of them is given."""
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
 
     return {name: _optional(info.annotation) for name, info in RunConfig.model_fields.items()
             if isinstance(_optional(info.annotation), type)
@@ -114,7 +114,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, leave_out: tuple[str, ..
     Options default to ``argparse.SUPPRESS``: the namespace holds only what
     was typed, and :func:`config_from_args` lets RunConfig fill the rest.
     """
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
 
     nested = nested_models()
     for name, info in RunConfig.model_fields.items():
@@ -140,7 +140,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     Raises:
         CliError: a value breaks a rule; the message names the flag and the rule.
     """
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
 
     nested = nested_models()
     given: dict[str, Any] = {}
@@ -150,7 +150,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             given.setdefault(head, {})[sub] = value
         elif head in RunConfig.model_fields:
             given[head] = value
-    from rlab.engine.run_config import merge_run_config
+    from rlab.engine.run.run_config import merge_run_config
 
     given = merge_run_config(given)
     try:

@@ -20,7 +20,7 @@ from rlab.engine.cli.options import add_fork_arguments, add_run_options, config_
 from rlab.engine.cli.parsers import DEFAULT_DB, Command, Subparsers, add_db
 
 if typing.TYPE_CHECKING:
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
 
 RUN = "run"
 FORK = "fork"
@@ -166,9 +166,9 @@ def engine_main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_set(args: argparse.Namespace) -> int:
-    """``rlab set RUN KEY=VALUE ...``: check the change as the engine will (``engine.settings``),
+    """``rlab set RUN KEY=VALUE ...``: check the change as the engine will (``engine.run.settings``),
     send it, and wait for the run to apply it at its next step boundary (a paused run: at once)."""
-    from rlab.engine.live_settings import send_settings
+    from rlab.engine.run.live_settings import send_settings
     from rlab.store.db import existing_run_file
 
     print(f"run {args.run}: {send_settings(existing_run_file(args.db), args.run, args.changes, args.wait)}")

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from rlab.engine.cli.parsers import Command, Subparsers, add_db, folder
-from rlab.engine.flags import assignments, validation_message
+from rlab.engine.run.flags import assignments, validation_message
 
 if TYPE_CHECKING:  # the alerts import RunConfig, which `rlab watch` pays for only with --alert
-    from rlab.engine.alert_thresholds import AlertThresholds
+    from rlab.engine.alerts.thresholds import AlertThresholds
 
 
 def add_parsers(sub: Subparsers) -> None:
@@ -98,8 +98,8 @@ def checked_thresholds(stored: dict[str, Any], words: list[str]) -> AlertThresho
     Raises:
         UsageError: one line naming a bad word, or the bad names and the known ones.
     """
-    from rlab.engine.alert_thresholds import AlertThresholds
-    from rlab.engine.config import RunConfig
+    from rlab.engine.alerts.thresholds import AlertThresholds
+    from rlab.engine.run.config import RunConfig
     from rlab.store.errors import UsageError
 
     try:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlab.engine.manifest import environment
+from rlab.engine.run.manifest import environment
 from rlab.store.secrets import scrub, scrub_text, secret_env_values
 
 

@@ -1,6 +1,6 @@
 """``rlab compare PARENT FORK --from-step N``: two training branches' held-out pass@1 at matched steps.
 
-A fork (``engine.fork``) and its parent number their steps alike, and every
+A fork (``engine.run.fork``) and its parent number their steps alike, and every
 held-out evaluation stores each example's verdict (an ``eval`` event). So
 after the fork step the two branches' evals pair example by example at
 every step both evaluated. The locked room here is the held-out one: the

@@ -1,7 +1,7 @@
 """``rlab compare``: the locked-room rule, then a paired comparison.
 
 Two runs may be compared only when their manifests agree on every field
-under ``engine.manifest.LOCKED_FIELDS`` (dataset, prompt/template, scorer,
+under ``engine.run.manifest.LOCKED_FIELDS`` (dataset, prompt/template, scorer,
 sampling, split). When they do, both runs' results on the same example ids
 are paired: the difference in pass@1 with a paired bootstrap interval,
 McNemar's exact test on the discordant pairs, and the examples that flipped.
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlab.engine.evaluation.stats import Interval, mcnemar_exact, paired_bootstrap
-from rlab.engine.manifest import LOCKED_FIELDS
+from rlab.engine.run.manifest import LOCKED_FIELDS
 from rlab.store.reader import StoreReader, resolve_run
 from rlab.store.rows import RunRow
 

@@ -14,17 +14,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.evaluation.frozen import read_completions
 from rlab.engine.evaluation.measure import Attempt, Sampling, sample_and_score, score_frozen
 from rlab.engine.evaluation.record import finish_loop_run, start_loop_run
 from rlab.engine.evaluation.source import load_policy
-from rlab.engine.fork import CheckpointRef, find_checkpoint
+from rlab.engine.run.fork import CheckpointRef, find_checkpoint
 from rlab.engine.evaluation.summary import check_ks, default_ks, summarize
-from rlab.engine.manifest import build_loop_manifest, file_sha256
+from rlab.engine.run.manifest import build_loop_manifest, file_sha256
 from rlab.engine.paths import default_run_name
 from rlab.engine.rewards.rubric import Rubric, load_rubric
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.scenarios import load_scenario
 from rlab.store.errors import UsageError
 from rlab.store.export import export_run
@@ -42,7 +42,7 @@ class LoopSettings(BaseModel):
     completions: a frozen results.jsonl to score instead of a model (eval only).
     checkpoint: ``RUN`` or ``RUN@STEP`` of a run in ``db``.
     success / success_threshold: what counts as solved, over the task's own
-    declaration (``engine.success``).
+    declaration (``engine.rewards.success``).
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.policy.model import Policy
 from rlab.engine.rewards.rubric import Rubric
 from rlab.engine.rewards.score_result import ScoreResult

@@ -8,7 +8,7 @@ from typing import Any
 
 from rlab.engine.evaluation.measure import Attempt
 from rlab.engine.rewards.rubric import Rubric
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.store.records import GroupRecord, TrajectoryRecord
 from rlab.store.writer import StoreWriter
 

@@ -1,13 +1,13 @@
 """Where loop A and B completions come from: a model directory, a stored
-checkpoint (``RUN[@STEP]``, found by ``engine.fork.find_checkpoint``), or the tiny policy."""
+checkpoint (``RUN[@STEP]``, found by ``engine.run.fork.find_checkpoint``), or the tiny policy."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from rlab.engine.fork import CheckpointRef
-from rlab.engine.manifest import sha256_files
+from rlab.engine.run.fork import CheckpointRef
+from rlab.engine.run.manifest import sha256_files
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
 from rlab.engine.policy.smollm2 import resolve_model

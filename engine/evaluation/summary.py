@@ -8,7 +8,7 @@ import numpy as np
 
 from rlab.engine.evaluation.measure import Attempt
 from rlab.engine.evaluation.stats import mean_pass_at_k
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.store.export import failure_mode
 from rlab.store.errors import UsageError
 

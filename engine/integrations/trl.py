@@ -93,7 +93,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rlab.engine.alerts import AlertThresholds
-from rlab.engine.config import JudgeSettings
+from rlab.engine.run.config import JudgeSettings
 from rlab.engine.integrations.trl_judge import JUDGE_NAME, JudgedBatch, JudgeReward
 from rlab.engine.integrations.trl_ranks import Ranks
 from rlab.engine.integrations.trl_rewards import FixedReward, GenerationRows, TrlRewards, functions_source
@@ -102,8 +102,8 @@ from rlab.engine.recorder import Pauses, Recorder, RunRef, StepRecord, say
 from rlab.engine.rewards.edit.check import validate
 from rlab.engine.rewards.edit.gate import check_samples
 from rlab.engine.rewards.scoring_process import RubricVersion
-from rlab.engine.settings import SettingsError
-from rlab.engine.success import SuccessError, SuccessRule
+from rlab.engine.run.settings import SettingsError
+from rlab.engine.rewards.success import SuccessError, SuccessRule
 from rlab.store.formats.trl import NAME, logged_table, rows_to_step, split_groups
 from rlab.store.formats.write import free_name
 from rlab.store.records import DEFAULT_SUCCESS_THRESHOLD, GroupRecord
@@ -131,11 +131,11 @@ class RlabCallback(TrainerCallback):
         success: the reward function whose value says a completion solved its
             task (``success_rate``, and the hack / collapse alerts); None: the
             total of the reward functions against ``success_threshold``, as the
-            lab's own runs judge a task that declares none (``engine.success``).
+            lab's own runs judge a task that declares none (``engine.rewards.success``).
         success_threshold: the value of ``success`` that counts as solved.
 
     Raises:
-        rlab.engine.success.SuccessError: ``success`` is none of the run's reward functions.
+        rlab.engine.rewards.success.SuccessError: ``success`` is none of the run's reward functions.
         alerts: thresholds and ``pause_on`` (``engine.alerts.AlertThresholds``
             or a dict of them).
         judge: a RULER judge to add as one more reward function (its TRL

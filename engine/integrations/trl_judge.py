@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlab.engine.config import JudgeSettings
+from rlab.engine.run.config import JudgeSettings
 from rlab.engine.integrations.trl_ranks import Ranks
 from rlab.engine.integrations.trl_rewards import completion_text
 from rlab.engine.rewards.judge.ruler import JudgeResult, RulerJudge

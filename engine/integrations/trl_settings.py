@@ -16,8 +16,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rlab.engine.config import RunConfig
-from rlab.engine.settings import SettingsError, TrainerSettings, changed, settings_plan
+from rlab.engine.run.config import RunConfig
+from rlab.engine.run.settings import SettingsError, TrainerSettings, changed, settings_plan
 
 #: What ``rlab set`` changes on a TRL run, applied on every process at one step end.
 TRL_BETWEEN_STEPS: dict[str, str] = {

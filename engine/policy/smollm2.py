@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlab.engine.config import MODEL_ALIASES, RunConfig
+from rlab.engine.run.config import MODEL_ALIASES, RunConfig
 from rlab.engine.policy.model import ModelLoadError
 
 #: Bump when the conversion changes, so stale cached copies are redone.

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from rlab.engine.config import RunConfig
-from rlab.engine.success import SuccessRule
+from rlab.engine.run.config import RunConfig
+from rlab.engine.rewards.success import SuccessRule
 from rlab.engine.rewards.score_result import ScoreResult
 from rlab.engine.rewards.scoring import Scorer, failed_rollouts, scorer_examples
 from rlab.engine.rollout.episodes import run_groups
@@ -57,7 +57,7 @@ class HeldOut:
     """One held-out evaluation: greedy pass@1 by the task's success rule, and the rewards beside it.
 
     pass_at_1: share of examples whose greedy trajectory solved the task
-    (``engine.success``), nan when a score errored (no verdict). reward: mean
+    (``engine.rewards.success``), nan when a score errored (no verdict). reward: mean
     total reward (nan when a score errored). components: each reward
     function's mean unweighted value, by name (errored scores left out).
     num_examples: how many examples were evaluated (pass@1's denominator, so

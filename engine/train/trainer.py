@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from rlab.engine.config import LossTokens, RunConfig
+from rlab.engine.run.config import LossTokens, RunConfig
 from rlab.engine.policy.device import training_attention
 from rlab.engine.policy.lora import is_lora, reference_mode
 from rlab.engine.policy.kv import shared_prefix_kv, shared_prefix_length, with_cache

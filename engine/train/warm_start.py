@@ -26,10 +26,10 @@ from rlab.engine.paths import cache_root
 from rlab.engine.policy.model import ModelLoadError, Policy
 from rlab.engine.policy.tiny import (build_config, build_tokenizer, context_tokens, save_policy,
                                      scenario_model_key, shipped_model_dir)
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rollout.play import HeldOut, Rollout
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.engine.tools.calls import template_messages
 from rlab.engine.tools.process import ToolProcess
 from rlab.engine.types import Scenario, ToolScenario

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from rlab.engine.config import RunConfig
+from rlab.engine.run.config import RunConfig
 from rlab.engine.paths import cache_root
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy

@@ -77,12 +77,12 @@ sys.path[:0] = [str(ROOT)]
 import torch  # noqa: E402
 from transformers import LlamaForCausalLM  # noqa: E402
 
-from rlab.engine.config import LossTokens, RunConfig  # noqa: E402
+from rlab.engine.run.config import LossTokens, RunConfig  # noqa: E402
 from rlab.engine.policy.tiny import build_config, build_tokenizer  # noqa: E402
 from rlab.engine.train.warm_start import ensure_tiny_model  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
 from rlab.engine.rewards.scoring import score  # noqa: E402
-from rlab.engine.session import start  # noqa: E402
+from rlab.engine.run.session import start  # noqa: E402
 from rlab.engine.train.advantages import rollout_advantages  # noqa: E402
 from rlab.engine.train.batch import to_batch  # noqa: E402
 from rlab.engine.train.trainer import TrainConfig, Trainer  # noqa: E402

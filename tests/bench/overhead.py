@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
-from rlab.engine.config import RunConfig  # noqa: E402
-from rlab.engine.session import start  # noqa: E402
+from rlab.engine.run.config import RunConfig  # noqa: E402
+from rlab.engine.run.session import start  # noqa: E402
 from rlab.engine.step import train_step  # noqa: E402
 
 

@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT)]
 import torch  # noqa: E402
 from transformers import LlamaForCausalLM  # noqa: E402
 
-from rlab.engine.config import RunConfig  # noqa: E402
+from rlab.engine.run.config import RunConfig  # noqa: E402
 from rlab.engine.policy.tiny import build_config, build_tokenizer  # noqa: E402
 from rlab.engine.train import microbatch, trainer  # noqa: E402
 from rlab.engine.types import TrainSample  # noqa: E402

@@ -49,14 +49,14 @@ sys.path[:0] = [str(ROOT)]
 import torch  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
-from rlab.engine.config import RunConfig  # noqa: E402
+from rlab.engine.run.config import RunConfig  # noqa: E402
 from rlab.engine.policy.device import clock, describe_machine, uses_bf16  # noqa: E402
 from rlab.engine.policy.model import Policy  # noqa: E402
 from rlab.engine.policy.smollm2 import resolve_model  # noqa: E402
 from rlab.engine.policy.tiny import embedded_dir  # noqa: E402
 from rlab.engine.rewards.rubric import load_rubric  # noqa: E402
 from rlab.engine.rollout.play import Rollout, user_messages  # noqa: E402
-from rlab.engine.success import SuccessRule  # noqa: E402
+from rlab.engine.rewards.success import SuccessRule  # noqa: E402
 from rlab.scenarios import load_scenario  # noqa: E402
 
 

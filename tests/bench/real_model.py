@@ -78,7 +78,7 @@ def _peak_rss_mb() -> float:
 
 
 def measure_speed(model_dir: Path, bf16: bool, int8: bool = False) -> dict:
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
     from rlab.engine.policy.device import training_options
     from rlab.engine.policy.lora import LoraSettings, apply_lora
     from rlab.engine.policy.model import Policy
@@ -94,7 +94,7 @@ def measure_speed(model_dir: Path, bf16: bool, int8: bool = False) -> dict:
     task = get_scenario(str(TASK))
     policy = Policy.load(model_dir, "cpu")
     policy.model = apply_lora(policy.model, LoraSettings(rank=16))
-    policy.sample_dtype = torch.bfloat16 if bf16 else None  # as a run sets it (engine.session.build_parts)
+    policy.sample_dtype = torch.bfloat16 if bf16 else None  # as a run sets it (engine.run.session.build_parts)
     policy.sample_int8 = int8
     examples = task.train_examples(0)
     prompts = [policy.render([{"role": "system", "content": task.system_prompt},
@@ -148,8 +148,8 @@ def run_shipped(db: Path, *, overrides: dict, **budget: float) -> tuple[dict, li
     """Run the example's run.toml exactly as shipped (only the run file, the
     budget, ``max_seconds`` or ``max_steps``, and the ``overrides`` of the bench's
     flags are the bench's); its summary and the metrics of its training steps."""
-    from rlab.engine.config import RunConfig
-    from rlab.engine.run_config import read_run_config
+    from rlab.engine.run.config import RunConfig
+    from rlab.engine.run.run_config import read_run_config
     from rlab.engine.step import run
     from rlab.store.reader import StoreReader
 

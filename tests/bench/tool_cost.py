@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT)]
 
 import torch  # noqa: E402
 
-from rlab.engine.config import RunConfig  # noqa: E402
+from rlab.engine.run.config import RunConfig  # noqa: E402
 from rlab.engine.policy.device import describe_machine  # noqa: E402
 from rlab.engine.policy.model import Policy  # noqa: E402
 from rlab.engine.rollout.play import Rollout  # noqa: E402

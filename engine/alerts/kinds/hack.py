@@ -1,5 +1,5 @@
 """``hack``: the total reward rises while the success rate (the task's declared success
-function, ``engine.success``) stays flat or falls."""
+function, ``engine.rewards.success``) stays flat or falls."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, validate
 from rlab.engine.rewards.scoring_process import RubricVersion
-from rlab.engine.success import SuccessError, SuccessRule
+from rlab.engine.rewards.success import SuccessError, SuccessRule
 from rlab.store.errors import UsageError
 from rlab.store.records import GroupRecord
 

@@ -21,7 +21,7 @@ from rlab.engine.rewards.edit.check import DEFAULT_TIMEOUT_S, check_edit
 from rlab.engine.rewards.edit.compare import DryRunReport
 from rlab.engine.rewards.edit.gate import CHECK_GROUPS, EditRejected
 from rlab.engine.rewards.edit.stored import recent_groups
-from rlab.engine.success import SuccessError, SuccessRule
+from rlab.engine.rewards.success import SuccessError, SuccessRule
 from rlab.store.control import LIVE_STATUSES, send_command, wait_for_command
 from rlab.store.db import existing_run_file
 from rlab.store.reader import StoreReader, resolve_run

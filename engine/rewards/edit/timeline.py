@@ -9,7 +9,7 @@ the way out of a version that made it diverge) is an edit at the step the
 next resume starts from. The plan follows the events in order: an edit at
 step s replaces whatever the plan said from s on; a replayed edit (one a
 resume re-applied, ``replayed`` in its payload) changes nothing. A fork
-(``engine.fork``) starts at step k + 1 on the version its ``fork`` event
+(``engine.run.fork``) starts at step k + 1 on the version its ``fork`` event
 (at step k) names.
 """
 

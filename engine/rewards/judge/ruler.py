@@ -28,7 +28,7 @@ from typing import Any
 
 import openai
 
-from rlab.engine.config import JudgeSettings
+from rlab.engine.run.config import JudgeSettings
 from rlab.engine.rewards.judge.answer import (EXPLANATION_MAX_CHARS, JudgeAnswer, JudgeAnswerError, ScoredTrajectory,
                                               answer_schema, answer_token_budget, extract_json_object,
                                               normalize_scores, parse_answer, response_format)

@@ -3,7 +3,7 @@
 ``rlab set RUN KEY=VALUE`` and the TUI's ``o`` dialog both send through
 :func:`send_settings`, as ``rlab reward`` and the reward editor both submit
 through ``engine.rewards.edit.submit``; which options may change, and when,
-is ``engine.settings``.
+is ``engine.run.settings``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlab.engine.flags import assignments
-from rlab.engine.settings import SettingsError, checked_for_run
+from rlab.engine.run.flags import assignments
+from rlab.engine.run.settings import SettingsError, checked_for_run
 from rlab.store.control import send_command, wait_for_command
 from rlab.store.errors import UsageError
 from rlab.store.reader import StoreReader, resolve_run
@@ -51,11 +51,11 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
 
 def send_settings(db: Path, run: str, words: list[str], wait_s: float = 30.0) -> str:
     """``rlab set`` (and ``o`` in the TUI): check ``words`` (``KEY=VALUE``) against the live
-    run as ``engine.settings.checked_for_run``, send them, wait up to ``wait_s`` seconds for
+    run as ``engine.run.settings.checked_for_run``, send them, wait up to ``wait_s`` seconds for
     the engine's answer (:func:`rlab.store.control.wait_for_command`); that answer.
 
     Raises:
-        rlab.engine.settings.SettingsError: a refused key or value (nothing is sent).
+        rlab.engine.run.settings.SettingsError: a refused key or value (nothing is sent).
         UsageError: the run is not live, or the engine refused the change.
     """
     with StoreReader(db) as reader:

@@ -1,6 +1,6 @@
-"""Open a run: a new one, a resume of a stored one, or a fork of one (``engine.fork``).
+"""Open a run: a new one, a resume of a stored one, or a fork of one (``engine.run.fork``).
 
-:func:`start` builds the run's :class:`~rlab.engine.session.Session`: the
+:func:`start` builds the run's :class:`~rlab.engine.run.session.Session`: the
 scenario, the policy (LoRA if asked), the trainer, the sampler, the judge,
 the run's own copy of the reward file and its rows in the run file.
 
@@ -9,7 +9,7 @@ the run's own copy of the reward file and its rows in the run file.
   run behind.
 - ``--resume RUN`` reopens RUN from its last checkpoint with the settings
   and reward version each re-run step first ran with; of the options given
-  it takes those ``engine.settings.ON_RESUME`` lists, recorded as a
+  it takes those ``engine.run.settings.ON_RESUME`` lists, recorded as a
   ``settings`` change at its first step. It takes the run over (status
   ``running``, later steps superseded) only once its checkpoint and model
   have loaded, so a resume that fails leaves the run as it was.
@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlab.engine.config import RunConfig
-from rlab.engine.fork import ForkPlan, ResumePlan, forked_manifest, plan_fork, plan_resume
-from rlab.engine.manifest import build_manifest
+from rlab.engine.run.config import RunConfig
+from rlab.engine.run.fork import ForkPlan, ResumePlan, forked_manifest, plan_fork, plan_resume
+from rlab.engine.run.manifest import build_manifest
 from rlab.engine.policy.device import set_cpu_threads
 from rlab.engine.paths import default_run_name
 from rlab.engine.policy.smollm2 import real_model_defaults, resolve_model
@@ -47,8 +47,8 @@ from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rewards.rubric_errors import RubricError
 from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
 from rlab.engine.rewards.signatures import log_reward_styles
-from rlab.engine.session import Parts, RunRewards, Session, build_parts, recorder_of, run_dir
-from rlab.engine.success import SuccessRule
+from rlab.engine.run.session import Parts, RunRewards, Session, build_parts, recorder_of, run_dir
+from rlab.engine.rewards.success import SuccessRule
 from rlab.engine.train.building import building
 from rlab.engine.train.checkpoint import CheckpointError, load_checkpoint
 from rlab.engine.train.warm_start import ensure_tiny_model
@@ -173,7 +173,7 @@ def _checked_file(path: Path) -> RubricVersion:
 
 
 def _resume(plan: ResumePlan) -> Session:
-    """Reopen a stored run from its checkpoint (``engine.fork.plan_resume``)."""
+    """Reopen a stored run from its checkpoint (``engine.run.fork.plan_resume``)."""
     config = plan.config
     scenario = load_scenario(config.scenario, config.task)
     parts = build_parts(config, scenario, Path(plan.run["config"]["model_dir"]))
@@ -225,7 +225,7 @@ def _fork_once_more(config: RunConfig) -> Session:
 
 
 def _fork(plan: ForkPlan) -> Session:
-    """A new run from the parent's checkpoint (``engine.fork``); its rows are written last, in one transaction."""
+    """A new run from the parent's checkpoint (``engine.run.fork``); its rows are written last, in one transaction."""
     config, parent = plan.config, plan.point.run
     scenario = load_scenario(config.scenario, config.task)
     model_dir = Path(parent["config"]["model_dir"])

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rlab.engine.alert_thresholds import AlertThresholds
+from rlab.engine.alerts.thresholds import AlertThresholds
 from rlab.engine.validation import Problem, one_line
 from rlab.store.records import check_run_name
 
@@ -173,7 +173,7 @@ class RunConfig(BaseModel):
     judge: JudgeSettings | None = Field(None, description="LLM judge (RULER); the API key comes from OPENAI_API_KEY")
     alerts: dict[str, Any] = Field(
         default_factory=dict,
-        description="the watch's thresholds and actions by name (engine.alert_thresholds.AlertThresholds), e.g. "
+        description="the watch's thresholds and actions by name (engine.alerts.thresholds.AlertThresholds), e.g. "
         "--alert length_drift=0.3 --alert pause_on=collapse,hack; the engine raises the alerts, stores "
         "them as events and pauses on those in pause_on (default: collapse)")
 

@@ -1,6 +1,6 @@
 """A run's session: everything the training loop holds, in named parts.
 
-``engine.start`` opens a run (new, resumed or forked) into a
+``engine.run.start`` opens a run (new, resumed or forked) into a
 :class:`Session`; :func:`build_parts` builds its working parts from its
 options: the policy (LoRA if asked), the trainer, the sampler (the policy
 itself, or vLLM servers), the rollout and the judge. See
@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 
-from rlab.engine.alert_thresholds import AlertThresholds
-from rlab.engine.config import RunConfig
+from rlab.engine.alerts.thresholds import AlertThresholds
+from rlab.engine.run.config import RunConfig
 from rlab.engine.policy.device import set_cpu_threads, training_options, uses_bf16
 from rlab.engine.policy.lora import LoraSettings, apply_lora
 from rlab.engine.policy.model import Policy, default_device
@@ -30,11 +30,11 @@ from rlab.engine.rewards.judge.ruler import RulerJudge
 from rlab.engine.rewards.rubric import Rubric
 from rlab.engine.rewards.scoring_process import ProcessRubric, RubricVersion, ScoringProcess
 from rlab.engine.rollout.play import Rollout
-from rlab.engine.settings import SettingsChange, check_prompts, check_reference
+from rlab.engine.run.settings import SettingsChange, check_prompts, check_reference
 from rlab.engine.train.checkpoint import CheckpointError, save_checkpoint
 from rlab.engine.train.retention import prune_checkpoints
 from rlab.engine.train.trainer import TrainConfig, Trainer
-from rlab.engine.success import SuccessRule
+from rlab.engine.rewards.success import SuccessRule
 from rlab.engine.types import Example, Scenario
 from rlab.store.errors import UsageError
 from rlab.store.writer import StoreWriter
@@ -116,7 +116,7 @@ class Session:
     restarts from. rng: draws each step's prompts (its state is
     checkpointed). settings_replays: after a resume, the setting changes of
     the re-run steps, applied again, with their numbers, at the steps they
-    were first made for (``engine.settings``). step: the step in progress
+    were first made for (``engine.run.settings``). step: the step in progress
     (``first_step - 1`` until the first starts: the starting policy's evaluation).
     """
 

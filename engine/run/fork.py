@@ -6,7 +6,7 @@ against the run that did not get it.
 ``rlab fork RUN@STEP --name NEW [options] [--rewards FILE]`` (``rlab run
 --fork-from RUN@STEP``) starts a run in the same run file from RUN's
 checkpoint: its weights, optimizer state, RNG state and the reward version
-in force at STEP, with the settings in force then (``engine.settings``) and
+in force at STEP, with the settings in force then (``engine.run.settings``) and
 the options given changed. The parent is not touched; both may run at once.
 The fork numbers its steps on from STEP + 1, so the two branches line up by
 step on the plots and in ``rlab compare PARENT FORK --from-step STEP``.
@@ -14,10 +14,10 @@ step on the plots and in ``rlab compare PARENT FORK --from-step STEP``.
 A resume (``rlab run --resume RUN``) continues RUN itself from its last
 checkpoint (a fork without one of its own: from its parent's) with the
 settings each re-run step first ran with, and takes only the options
-``engine.settings.ON_RESUME`` lists.
+``engine.run.settings.ON_RESUME`` lists.
 
 This module plans both from the run file (no torch: the CLI checks them
-before any model loads); ``engine.start`` builds their sessions.
+before any model loads); ``engine.run.start`` builds their sessions.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlab.engine.config import RunConfig
-from rlab.engine.manifest import SAMPLING_FIELDS, scorer_fields, sha256_json
+from rlab.engine.run.config import RunConfig
+from rlab.engine.run.manifest import SAMPLING_FIELDS, scorer_fields, sha256_json
 from rlab.engine.rewards.edit.timeline import reward_plan
-from rlab.engine.settings import ON_RESUME, SettingsChange, changed, config_at, settings_plan, stored_options
+from rlab.engine.run.settings import ON_RESUME, SettingsChange, changed, config_at, settings_plan, stored_options
 from rlab.store.db import existing_run_file
 from rlab.store.errors import UsageError
 from rlab.store.reader import StoreReader, resolve_run
@@ -157,10 +157,10 @@ def plan_fork(config: RunConfig) -> ForkPlan:
 
     Raises:
         FileNotFoundError, KeyError, ValueError: as :func:`find_checkpoint`.
-        rlab.engine.settings.SettingsError: an option a fork cannot change,
+        rlab.engine.run.settings.SettingsError: an option a fork cannot change,
             a refused value, or no ``--name``.
     """
-    from rlab.engine.settings import SettingsError
+    from rlab.engine.run.settings import SettingsError
 
     assert config.fork_from is not None
     if config.name is None:
@@ -228,7 +228,7 @@ def plan_resume(config: RunConfig) -> ResumePlan:
     """The resume ``config`` asks for (``config.resume`` and the options it was given).
 
     Raises:
-        KeyError: no such run. rlab.engine.settings.SettingsError: an option
+        KeyError: no such run. rlab.engine.run.settings.SettingsError: an option
             a resume does not change, or a value RunConfig refuses.
     """
     assert config.resume is not None

@@ -140,7 +140,7 @@ def build_loop_manifest(*, kind: str, scenario, split: str, examples: list[dict]
         examples: the examples measured (hashed as canonical JSON).
         chat_template: the tokenizer's chat template, None for frozen completions.
         reward_source, reward_file: the rubric's source and its file.
-        success: what counts as solved (``engine.success.SuccessRule.label``).
+        success: what counts as solved (``engine.rewards.success.SuccessRule.label``).
         sampling: temperature, max_new_tokens, n (samples per prompt).
         seed: the sampling seed.
         model: where the completions came from (model dir and weights hash,
@@ -185,7 +185,7 @@ def build_manifest(*, scenario, config, chat_template: str | None, reward_source
         config: the RunConfig (seed and sampling settings are copied).
         chat_template: the tokenizer's chat template (the prompt template).
         reward_source: the rubric file's source at the start of the run.
-        success: what counts as solved (``engine.success.SuccessRule.label``).
+        success: what counts as solved (``engine.rewards.success.SuccessRule.label``).
         model_dir: the policy's model directory (its weights are hashed).
         tools: the JSON schemas of the tools offered (a tool task), or None.
     """

@@ -1,7 +1,7 @@
 """Run configs: ``rlab run --config run.toml``.
 
 A run config (a TOML file; "run file" is the SQLite file a run is stored in) holds ``rlab run`` options as TOML keys, named as the fields of
-:class:`engine.config.RunConfig` (``max_steps = 200``, ``lora_rank = 16``,
+:class:`engine.run.config.RunConfig` (``max_steps = 200``, ``lora_rank = 16``,
 a ``[judge]`` table for the judge settings), and optionally a ``[task]``
 table with the keys of task.toml (``scenarios.task_file.TaskSpec``) or
 ``task = "PATH"``. Relative paths in the file are relative to the file.
@@ -33,7 +33,7 @@ def read_run_config(path: Path) -> dict[str, Any]:
         RunConfigError: the file is missing, is not TOML, or has a key that is
             no ``rlab run`` option (the message lists the known ones).
     """
-    from rlab.engine.config import RunConfig
+    from rlab.engine.run.config import RunConfig
 
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -59,7 +59,7 @@ def read_run_config(path: Path) -> dict[str, Any]:
 
 
 def _is_alias(value: str) -> bool:
-    from rlab.engine.config import MODEL_ALIASES
+    from rlab.engine.run.config import MODEL_ALIASES
 
     return value in MODEL_ALIASES
 

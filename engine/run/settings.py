@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from rlab.engine.config import RunConfig
-from rlab.engine.flags import flag, validation_message
+from rlab.engine.run.config import RunConfig
+from rlab.engine.run.flags import flag, validation_message
 from rlab.store.errors import UsageError
 
 #: What ``rlab set`` changes between two steps, and why each is safe there.
