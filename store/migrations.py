@@ -252,7 +252,7 @@ V9 = [
 
 V10 = [
     # Whether each trajectory solved its task by the run's declared success
-    # function (engine.success): 1, 0, or NULL (no verdict: an errored score,
+    # function (engine.rewards.success): 1, 0, or NULL (no verdict: an errored score,
     # or a run stored before v10 / imported, which readers judge by
     # reward >= 1, the old rule).
     "ALTER TABLE trajectories ADD COLUMN success INTEGER",

@@ -10,7 +10,7 @@ from rlab.store.errors import UsageError
 
 DEFAULT_SUCCESS_THRESHOLD = 1.0
 """A trajectory counts as solved when its success value reaches this, unless
-its task declares another threshold (``engine.success``); also the rule
+its task declares another threshold (``engine.rewards.success``); also the rule
 for trajectories stored without a success verdict (reward >= 1)."""
 
 RUN_STATUSES = ("running", "paused", "finished", "failed", "crashed", "stopped")
@@ -136,7 +136,7 @@ class TrajectoryRecord:
         judge_score, judge_rank, judge_explanation: RULER judge output, if any.
         truncated: generation hit ``max_new_tokens``.
         success: the task's success function says it solved the task
-            (``engine.success``); None: no verdict (an errored score, an import).
+            (``engine.rewards.success``); None: no verdict (an errored score, an import).
         turns: per-turn records of a multi-step episode (empty: single turn).
         logprobs: per sampled token, its logprob (nats) under the sampling
             policy, or None (not stored); token_ends: per token, the

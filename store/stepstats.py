@@ -13,7 +13,7 @@ thing whichever way a run got into the file. Names and formulas follow TRL's
   (``TrajectoryRecord.components``), mean and std (ddof 1) over the step's
   trajectories, NaN-skipping as TRL's ``nanmean``/``nanstd``;
 - ``success_rate`` (the lab's, no TRL name): share of trajectories that
-  solved their task by the declared success function (``engine.success``);
+  solved their task by the declared success function (``engine.rewards.success``);
 - ``completions/mean_length``, ``completions/min_length``,
   ``completions/max_length``: completion length in tokens;
 - ``completions/clipped_ratio``: fraction of completions cut at the token

@@ -85,8 +85,8 @@ class ChangeActions(_Base):
 
 def fork_point(reader: StoreReader, run_id: int, step: int) -> int | None:
     """The newest step at or before ``step`` a fork can start from, as ``rlab fork`` finds them
-    (``engine.fork.fork_points``: the run's start and its checkpoints); None: none."""
-    from rlab.engine.fork import fork_points  # the engine's imports wait until a fork is asked for
+    (``engine.run.fork.fork_points``: the run's start and its checkpoints); None: none."""
+    from rlab.engine.run.fork import fork_points  # the engine's imports wait until a fork is asked for
 
     run = reader.run(run_id)
     steps = [s for s in fork_points(run, reader.checkpoints(run_id)) if s <= step] if run is not None else []
@@ -151,7 +151,7 @@ class ForkScreen(ModalScreen[str | None]):
 class SettingsScreen(ModalScreen[str | None]):
     """``o``: change the watched run's settings at its next step boundary (``rlab set``);
     dismisses with the engine's answer. It names what the run's trainer takes
-    between steps and what it refuses (``engine.settings.trainer_settings``: a
+    between steps and what it refuses (``engine.run.settings.trainer_settings``: a
     TRL run takes fewer than our engine)."""
 
     BINDINGS = [Binding("escape", "app.pop_screen", "Cancel")]
@@ -162,7 +162,7 @@ class SettingsScreen(ModalScreen[str | None]):
         self.db, self.run, self.scenario = db, run, scenario
 
     def compose(self) -> ComposeResult:
-        from rlab.engine.settings import trainer_settings
+        from rlab.engine.run.settings import trainer_settings
 
         rules = trainer_settings(self.scenario)
         takes = ", ".join(n for n in rules.between_steps if n != "alerts")
@@ -181,7 +181,7 @@ class SettingsScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="settings")
     def _send(self, words: list[str]) -> None:
-        from rlab.engine.live_settings import send_settings
+        from rlab.engine.run.live_settings import send_settings
 
         try:
             answer = send_settings(self.db, self.run, words)
