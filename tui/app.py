@@ -54,8 +54,8 @@ from rlab.tui.feed import FeedUpdate, Poll, RunFeed
 from rlab.store.filesize import FileGrowth
 from rlab.tui.readers import LockedReader
 from rlab.tui.change_dialogs import ChangeActions
-from rlab.tui.quit_actions import ACTIVE_STATUSES, QuitActions
-from rlab.tui.reward_actions import RewardActions
+from rlab.tui.quit_keys import ACTIVE_STATUSES, QuitActions
+from rlab.tui.reward_keys import RewardActions
 from rlab.tui.runs import RunsScreen
 from rlab.tui.supervisor import EngineExited, EngineProgress, EngineStatus, EngineSupervisor
 from rlab.tui.view import VIEWS, Cursor, NavScreen, View, ViewLoader, late_view_keys, load_view_plugins
@@ -99,8 +99,8 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
             which run is the one it started).
         FileNotFoundError: no ``engine_cmd`` and no file at ``db_path``.
 
-    The reward-edit keys' actions (``e``, ``u``) are in :mod:`tui.reward_actions`, ``q``'s in
-    :mod:`tui.quit_actions`.
+    The reward-edit keys' actions (``e``, ``u``) are in :mod:`tui.reward_keys`, ``q``'s in
+    :mod:`tui.quit_keys`.
     """
 
     CSS_PATH = "app.tcss"
@@ -117,6 +117,10 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
     view: var[View | None] = var(None, always_update=True, init=False)
     """The data under the cursor. Every load is shown, even one that read the
     same data again (always_update also spares comparing two Views field by field)."""
+    run_status: var[str | None] = var(None, init=False, bindings=True)
+    """The watched run's status; the footer's keys follow it (:meth:`check_action`)."""
+    want_paused: var[bool] = var(False, init=False, bindings=True)
+    """Whether the run is paused, or asked to pause (``n`` steps only then)."""
     BINDINGS = [
         Binding("space", "toggle_pause", "Pause"),
         Binding("n", "step_once", "1 step"),
@@ -152,7 +156,6 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
         self.feed: RunFeed | None = None
         self.run_row: dict | None = None
         self.cursor = Cursor()
-        self._want_paused: bool | None = None
         self._newest_step: int | None = None  # the newest step before the last update
         self._polling = False
         self._painted = False  # the watched run's first view is on the screen
@@ -277,8 +280,8 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
         self.run_id = update.run["id"] if update.run else self.run_id
         status = (update.run or {}).get("status")
         if previous is None or previous.get("status") != status:
-            self._want_paused = status == "paused"
-            self.refresh_bindings()
+            self.want_paused = status == "paused"
+            self.run_status = status  # the footer's keys follow it (check_action)
             if previous is not None and status == "running":
                 self.file_growth.restart()  # a paused run's file did not grow: its growth starts again
         nothing_shown = self.cursor.step is None or (self.view is not None and self.view.group is None)
@@ -410,11 +413,11 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
         """Hide keys that do nothing here (the footer lists only working keys)."""
         if isinstance(self.screen, ModalScreen) and action in MODAL_BLOCKED:
             return False
-        status = (self.run_row or {}).get("status")
+        status = self.run_status
         if action == "toggle_pause":
             return status in ACTIVE_STATUSES
         if action == "step_once":
-            return status in ACTIVE_STATUSES and bool(self._want_paused)
+            return status in ACTIVE_STATUSES and self.want_paused
         if action == "open" and parameters:  # an inspection screen's key, and not the screen's own
             return isinstance(self.screen, NavScreen) and self.screen.VIEW_NAME != parameters[0]
         return True
@@ -423,13 +426,12 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
         """Space: ask the engine to pause, or to resume when paused."""
         if self.run_id is None:
             return
-        self._want_paused = not self._want_paused
-        self.send("pause" if self._want_paused else "resume")
-        self.refresh_bindings()
+        self.want_paused = not self.want_paused
+        self.send("pause" if self.want_paused else "resume")
 
     def action_step_once(self) -> None:
         """``n`` (paused): run exactly one more step, then pause again."""
-        if self.run_id is not None and self._want_paused:
+        if self.run_id is not None and self.want_paused:
             self.send("step")
 
     @work(thread=True, group="command")
@@ -468,7 +470,7 @@ class RolloutLabApp(QuitActions, RewardActions, ChangeActions, App):
         """Watch another run of the file (picked on the runs screen)."""
         if run_id == self.run_id:
             return
-        self.run_name, self.feed, self.run_row, self.view = None, None, None, None
+        self.run_name, self.feed, self.run_row, self.view, self.run_status = None, None, None, None, None
         self._painted = False
         self.cursor = Cursor()
         self.run_id = run_id  # last: its watchers find the previous run's state gone

@@ -38,7 +38,7 @@ else:
 
 
 class ChangeActions(_Base):
-    """``f`` and ``o`` of :class:`tui.app.RolloutLabApp` (a mixin, as :mod:`tui.reward_actions`)."""
+    """``f`` and ``o`` of :class:`tui.app.RolloutLabApp` (a mixin, as :mod:`tui.reward_keys`)."""
 
     # What the actions use of tui.app.RolloutLabApp, which sets them.
     db_path: Path

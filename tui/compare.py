@@ -93,10 +93,6 @@ class PinnedTrajectoryScreen(TrajectoryScreen):
     """The trajectory inspector on one stored trajectory, outside the
     dashboard's cursor (the compare screen's runs need not be the watched one)."""
 
-    inherit_bindings = False
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
-                Binding("l", "toggle_shading", "Shading")]
-
     def __init__(self, trajectory: dict) -> None:
         super().__init__()
         self.pinned = trajectory

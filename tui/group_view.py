@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import var
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Static
 
@@ -106,6 +107,8 @@ class GroupScreen(NavScreen):
     rank and explanation, advantage. ``s`` changes the order."""
 
     VIEW_NAME = "group"
+    versions: var[list[dict]] = var(list, init=False, bindings=True)
+    """The run's reward versions (``v`` compares rankings under two of them)."""
     BINDINGS = [Binding("escape", "app.pop_screen", "Back"),
                 Binding("s", "cycle_sort", "Sort"),
                 Binding("v", "toggle_versions", "Versions")]
@@ -114,7 +117,6 @@ class GroupScreen(NavScreen):
         super().__init__()
         self.sort = SORTS[0]
         self.compare = False  # show rankings under two rubric versions
-        self.versions: list[dict] = []
         self.ranking: Table | str | None = None  # the last comparison shown
         self.shown: list[dict] = []  # the trajectories in column order
         self._view: View | None = None
@@ -132,8 +134,7 @@ class GroupScreen(NavScreen):
             self.app.read_in_worker(lambda reader: reader.reward_versions(run_id), self._got_versions)
 
     def _got_versions(self, versions: list[dict]) -> None:
-        self.versions = versions
-        self.refresh_bindings()
+        self.versions = versions  # the footer shows v from two versions on (check_action)
         self._versions_hint()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

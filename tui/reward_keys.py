@@ -36,7 +36,7 @@ class RewardActions(_Base):
     run_row: dict | None
     view_reader: LockedReader
     examples: ExampleIndex
-    _want_paused: bool | None
+    want_paused: bool
     read_in_worker: Callable[[Callable[[StoreReader], Any], Callable[[Any], None]], Any]
     send: Callable[..., Any]
     action_toggle_pause: Callable[[], None]
@@ -82,7 +82,7 @@ class RewardActions(_Base):
         self.send("set_rewards", {"source": previous["source"], "weights": previous["weights"]})
         self.notify(f"going back to reward version {previous['version']} (applied as version "
                     f"{versions[-1]['version'] + 1})")
-        if self._want_paused:
+        if self.want_paused:
             self.action_toggle_pause()
 
     def _reward_file(self) -> Path | None:

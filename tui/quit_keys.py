@@ -1,7 +1,7 @@
 """The app's ``q``: quit, asking first whether to stop a run that is still going.
 
 :class:`QuitActions` is a mixin of :class:`tui.app.RolloutLabApp` (as
-:mod:`tui.reward_actions` is). A run is still going while it is running or
+:mod:`tui.reward_keys` is). A run is still going while it is running or
 paused, and also before its row exists, while the engine the app spawned loads
 or builds the run's policy (minutes to an hour): quitting then asks too, and
 "stop" ends that engine with SIGTERM (a build ends within a second:
