@@ -224,8 +224,6 @@ def test_a_task_folder_with_tools_is_a_tool_task(tmp_path):
 
 def test_a_task_folder_s_transcripts_warm_start_its_tiny_policy(tmp_path):
     from rlab.engine.policy.tiny import build_tokenizer
-    from rlab.engine.train.warm_start import transcript_pairs
-
     call = {"id": "c", "type": "function", "function": {"name": "price", "arguments": json.dumps({"item": "lamp"})}}
     transcript = [{"role": "user", "content": "How much is a lamp?"},
                   {"role": "assistant", "content": "", "tool_calls": [call]},
@@ -236,10 +234,20 @@ def test_a_task_folder_s_transcripts_warm_start_its_tiny_policy(tmp_path):
                                                     {"role": "assistant", "content": "40"}]}) + "\n")
     task = get_scenario(str(_task(tmp_path, transcripts="transcripts.jsonl")))
     assert len(task.sft_transcripts(0)) == 2
-    pairs = transcript_pairs(task, 0, _tiny_policy(build_tokenizer))
+    pairs = _text_pairs(task, _tiny_policy(build_tokenizer))
     completions = sorted(c for _, c in pairs)
     assert completions == ["23", "40", call_text("price", {"item": "lamp"})]
     assert all(context.startswith("tools: price(item), multiply(a, b)\nHow much is a lamp?\n") for context, _ in pairs)
+
+
+def _text_pairs(task, policy) -> list[tuple[str, str]]:
+    """The task's warm-start pairs as the tiny policy reads them: (context, completion without its EOS)."""
+    from rlab.engine.train.sft import transcript_pairs
+    from rlab.engine.train.warm_start import tool_schemas
+
+    pairs = transcript_pairs(policy, task.sft_transcripts(0), task.system_prompt, tool_schemas(task))
+    assert all(p.completion[-1] == policy.eos_id for p in pairs)
+    return [(policy.tokenizer.decode(p.context), policy.tokenizer.decode(p.completion[:-1])) for p in pairs]
 
 
 def test_a_tool_task_s_build_says_whether_its_policy_calls_its_tools(tmp_path, monkeypatch, capsys):
@@ -336,14 +344,13 @@ def test_the_shop_agent_example_loads_and_trains_a_step(tmp_path):
     that render through the tiny tool template; one step of training stores its calls (an
     untrained policy stands in for the one its first run builds: 20 minutes)."""
     from rlab.engine.policy.tiny import build_tokenizer, save_policy
-    from rlab.engine.train.warm_start import transcript_pairs
     from rlab.store.reader import StoreReader
     from rlab.engine.cli.main import main
 
     task = get_scenario(str(EXAMPLE))
     assert isinstance(task, ToolScenario) and task.success == "correct" and task.max_turns == 4
     policy = _tiny_policy(build_tokenizer)
-    pairs = transcript_pairs(task, 0, policy)
+    pairs = _text_pairs(task, policy)
     assert any(c == call_text("price", {"item": "lamp"}) for _, c in pairs)
     save_policy(policy, tmp_path / "model")
     db = tmp_path / "runs.db"

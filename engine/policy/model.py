@@ -93,8 +93,10 @@ class Policy:
             raise ModelLoadError(f"cannot load the model in {path}: {err}") from err
         return cls(model, tokenizer, device or default_device())
 
-    def render(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
-        """Token ids of ``messages`` through the chat template, ready for generation.
+    def render(self, messages: list[dict], tools: list[dict] | None = None, *,
+               generation_prompt: bool = True) -> list[int]:
+        """Token ids of ``messages`` through the chat template, ready for generation
+        (``generation_prompt=False``: as a finished conversation, its last turn closed).
 
         ``tools`` (JSON schemas, OpenAI's function format) go to a template
         that renders tools, else into the messages by the convention of
@@ -102,7 +104,7 @@ class Policy:
         tools' JSON: the template costs about a millisecond a call and every
         step re-renders its prompts.
         """
-        key = json.dumps([messages, tools], sort_keys=True, default=str)
+        key = json.dumps([messages, tools, generation_prompt], sort_keys=True, default=str)
         ids = self._rendered.get(key)
         if ids is None:
             if len(self._rendered) >= RENDER_CACHE_SIZE:
@@ -110,7 +112,7 @@ class Policy:
             shown, offered = tool_prompt(messages, tools, self.tokenizer.chat_template)
             # tokenize=True, return_dict=False: a flat list of token ids
             ids = self._rendered[key] = tuple(cast(list[int], self.tokenizer.apply_chat_template(
-                shown, tools=cast(Any, offered), add_generation_prompt=True, tokenize=True, return_dict=False
+                shown, tools=cast(Any, offered), add_generation_prompt=generation_prompt, tokenize=True, return_dict=False
             )))
         return list(ids)
 

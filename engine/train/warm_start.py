@@ -15,7 +15,7 @@ import random
 import shutil
 import sys
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -30,8 +30,8 @@ from rlab.engine.run.config import RunConfig
 from rlab.engine.rewards.rubric import Rubric, load_rubric
 from rlab.engine.rollout.play import HeldOut, Rollout
 from rlab.engine.rewards.success import SuccessRule
-from rlab.engine.tools.calls import template_messages
 from rlab.engine.tools.process import ToolProcess
+from rlab.engine.train.sft import SftRecipe, fit, text_pairs, transcript_pairs
 from rlab.engine.types import Scenario, ToolScenario
 
 
@@ -142,6 +142,7 @@ WARM_LR = 1e-3
 WARM_UP_STEPS = 100
 WARM_BATCH = 64
 WARM_CLIP = 1.0
+RECIPE = SftRecipe(lr=WARM_LR, warm_up=WARM_UP_STEPS, batch=WARM_BATCH, clip=WARM_CLIP)
 PROBE_EVERY = 10
 PROBE_SIZE = 200
 #: Train examples of the probe that reports a tool task's tool use after a build without probes.
@@ -151,13 +152,13 @@ REPORT_SIZE = 64
 def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps: int = 4000) -> WarmStart:
     """Supervised warm start on the train split until probe pass@1 >= ``target``.
 
-    Loss is next-token cross-entropy on the completion tokens only (the
-    prompt is context), batches of :data:`WARM_BATCH`, AdamW at
-    :data:`WARM_LR` after a linear warm-up of :data:`WARM_UP_STEPS` steps,
-    gradients clipped to :data:`WARM_CLIP` (L2). The probe is
-    :data:`PROBE_SIZE` train-split examples scored with greedy decoding and
-    the scenario's rubric every :data:`PROBE_EVERY` steps, and every step
-    once a probe reached half the target.
+    The loop is ``engine.train.sft.fit`` (completion tokens only) with
+    :data:`RECIPE`: batches of :data:`WARM_BATCH`, AdamW at :data:`WARM_LR`
+    after a linear warm-up of :data:`WARM_UP_STEPS` steps, gradients clipped
+    to :data:`WARM_CLIP` (L2). The probe is :data:`PROBE_SIZE` train-split
+    examples scored with greedy decoding and the scenario's rubric every
+    :data:`PROBE_EVERY` steps, and every step once a probe reached half the
+    target.
 
     Raises:
         WarmStartError: ``target`` is not None and was not reached within
@@ -167,98 +168,53 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
     tokenizer = build_tokenizer(tools=isinstance(scenario, ToolScenario))
     model = LlamaForCausalLM(build_config(len(tokenizer), context_tokens(scenario)))
     policy = Policy(model, tokenizer, "cpu")
-    pairs = transcript_pairs(scenario, seed, policy) if isinstance(scenario, ToolScenario) else scenario.sft_pairs(seed)
+    pairs = (transcript_pairs(policy, scenario.sft_transcripts(seed), scenario.system_prompt, tool_schemas(scenario))
+             if isinstance(scenario, ToolScenario) else text_pairs(policy, scenario.sft_pairs(seed)))
     probe_examples = scenario.train_examples(seed)[:PROBE_SIZE]
     rubric = load_rubric(scenario.reward_file)
-    rng = random.Random(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=WARM_LR, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / WARM_UP_STEPS))
     # With a target the bar fills toward it (the build stops there, usually long before max_steps,
     # which a step bar would show as hours to go); without one it counts the fixed steps.
     bar = (tqdm(total=target, desc=f"building tiny model, until probe pass@1 {target:g}", file=sys.stderr,
                 bar_format="{desc}: {n:.2f}/{total:g} |{bar}| {elapsed} {postfix}")
            if target is not None else tqdm(total=max_steps, desc="building tiny model", file=sys.stderr, unit="step"))
-    score, best, probed = None, 0.0, None
-    for step in range(1, max_steps + 1):
-        model.train()
-        loss = _sft_loss(policy, rng.sample(pairs, min(WARM_BATCH, len(pairs))))
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), WARM_CLIP)
-        optimizer.step()
-        schedule.step()
+    score: float | None = None
+    best, probed = 0.0, None
+
+    def after_step(step: int, loss: float) -> bool:
+        nonlocal score, best, probed
         if target is None:
             bar.update(1)
-        near = score is not None and target is not None and score >= target / 2
-        if target is not None and (near or step % PROBE_EVERY == 0):
-            probed = probe(policy, scenario, probe_examples, rubric)
-            score = probed.pass_at_1
-            best = max(best, score)
-            bar.n = min(score, target)
-            bar.set_postfix_str(f"step {step} of at most {max_steps}, loss {loss.item():.3f}")
-            if score >= target:
-                bar.close()
-                return WarmStart(policy, step, score, probed)
+            return False
+        if not (score is not None and score >= target / 2) and step % PROBE_EVERY:
+            return False
+        probed = probe(policy, scenario, probe_examples, rubric)
+        score, best = probed.pass_at_1, max(best, probed.pass_at_1)
+        bar.n = min(score, target)
+        bar.set_postfix_str(f"step {step} of at most {max_steps}, loss {loss:.3f}")
+        return score >= target
+
+    steps = fit(model, pairs, pad_id=policy.pad_id, steps=max_steps, recipe=RECIPE, rng=random.Random(seed),
+                after_step=after_step)
     bar.close()
-    if target is not None:
+    if target is not None and (score is None or score < target):
         raise WarmStartError(
             f"the warm start of {scenario.name} reached probe pass@1 {best:.2f} < target {target} "
             f"in {max_steps} steps; raise the scenario's warm_start_steps or lower its warm_start_target"
         )
-    return WarmStart(policy, max_steps, score, probed)
+    return WarmStart(policy, steps, score, probed)
 
 
-def transcript_pairs(scenario: ToolScenario, seed: int, policy: Policy) -> list[tuple[str, str]]:
-    """(context, completion) text pairs of a tool scenario's warm-start transcripts: every
-    assistant turn (but those marked ``"train": False``, context only), as the tiny
-    policy's chat template renders it with the scenario's tools (their schemas from the
-    tool process), after the system prompt and the conversation before it; the
-    completion without its EOS (``_sft_loss`` adds it).
+def tool_schemas(scenario: ToolScenario) -> list[dict[str, Any]]:
+    """The JSON schemas of ``scenario``'s tools, as its tool process offers them.
 
     Raises:
         engine.tools.process.ToolsError: the tools file cannot be offered.
-        ValueError: the template renders a turn that does not extend its context.
     """
     tools = ToolProcess(scenario.tools_file)
     try:
-        schemas = tools.schemas
+        return tools.schemas
     finally:
         tools.close()
-    head = [{"role": "system", "content": scenario.system_prompt}] if scenario.system_prompt else []
-    tok = policy.tokenizer
-
-    def text(messages: list[dict]) -> str:
-        return str(tok.apply_chat_template(template_messages(messages), tools=cast(Any, schemas), tokenize=False))
-
-    pairs = []
-    for transcript in scenario.sft_transcripts(seed):
-        conversation = head + [{k: v for k, v in m.items() if k != "train"} for m in transcript]
-        for i, message in enumerate(transcript, start=len(head)):
-            if message["role"] != "assistant" or message.get("train") is False:
-                continue
-            context, whole = text(conversation[:i]), text(conversation[:i + 1])
-            if not whole.startswith(context) or not whole.endswith(str(tok.eos_token)):
-                raise ValueError(f"the chat template does not render turn {i} as an extension of its context")
-            pairs.append((context, whole[len(context):-len(str(tok.eos_token))]))
-    return pairs
-
-
-def _sft_loss(policy: Policy, pairs: list[tuple[str, str]]) -> torch.Tensor:
-    tok = policy.tokenizer
-    rows, masks = [], []
-    for prompt, completion in pairs:
-        p = tok.encode(prompt, add_special_tokens=False)
-        c = tok.encode(completion, add_special_tokens=False) + [policy.eos_id]
-        rows.append(p + c)
-        masks.append([0] * len(p) + [1] * len(c))
-    width = max(len(r) for r in rows)
-    ids = torch.tensor([r + [policy.pad_id] * (width - len(r)) for r in rows])
-    mask = torch.tensor([m + [0] * (width - len(m)) for m in masks], dtype=torch.float32)
-    logits = policy.model(input_ids=ids).logits[:, :-1]
-    nll = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
-    ).view_as(mask[:, 1:])
-    return (nll * mask[:, 1:]).sum() / mask[:, 1:].sum()
 
 
 def probe(policy: Policy, scenario: Scenario, examples: list[dict], rubric: Rubric) -> HeldOut:
