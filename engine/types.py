@@ -397,3 +397,10 @@ class ToolScenario(Scenario, Protocol):
         each assistant turn is rendered by the policy's chat template and trained, but
         one marked ``"train": False`` (context only)."""
         ...
+
+    def demonstrations(self, seed: int) -> list[list[Message]]:
+        """Conversations, of the same form, that a real model's warm start trains its LoRA
+        adapter on before RL (``engine.train.adapter_warm_start``): the task done right.
+        The tiny policy's transcripts may hold wrong answers on purpose (so its RL has room
+        to show); a real model learns from these instead. Empty: no warm start."""
+        ...

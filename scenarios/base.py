@@ -35,6 +35,11 @@ class ScenarioBase:
     tiny_context_tokens: int | None = None
     run_defaults: dict[str, Any] = field(default_factory=dict)
 
+    def demonstrations(self, seed: int) -> list[list[dict[str, Any]]]:
+        """A real model's warm-start conversations (``engine.types.ToolScenario``): none unless a
+        tool scenario declares them."""
+        return []
+
 
 #: The base's first name, from when only built-in scenarios subclassed it; kept for their imports.
 BuiltinScenario = ScenarioBase

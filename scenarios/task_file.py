@@ -41,7 +41,9 @@ class TaskSpec(BaseModel):
     documented functions the policy may call (a tool task: its episodes end on
     an answer without a call, or at ``max_turns``); ``transcripts`` a file of
     conversations (a ``messages`` column) the tiny policy warm-starts on, for
-    ``warm_start_steps`` steps. ``agent`` names a user's own agent
+    ``warm_start_steps`` steps; ``demonstrations`` a file of the same kind that a
+    real model's warm start trains its LoRA adapter on instead (conversations that
+    do the task right; without it, the transcripts). ``agent`` names a user's own agent
     (``async def rollout(client, model, example)``, ``engine.agent``) that
     plays the task's rollouts instead (``--agent``). ``success`` names the reward
     function that says a trajectory solved the task (its unweighted value
@@ -63,6 +65,7 @@ class TaskSpec(BaseModel):
     tools: str | None = None
     agent: str | None = None
     transcripts: str | None = None
+    demonstrations: str | None = None
     warm_start_steps: int = Field(1500, ge=1, le=100_000)
     max_turns: int = Field(8, ge=1)
     success: str | None = Field(None, min_length=1)
@@ -180,25 +183,29 @@ def _from_spec(spec: TaskSpec, base: Path, where: str) -> TaskScenario:
     if spec.tools is not None:
         if spec.env is not None:
             raise TaskError(f"{where}: a task has tools or an env, not both: the tools are its environment")
-        transcripts = [] if spec.transcripts is None else _transcripts(spec, base, where)
+        transcripts = _transcripts(spec.transcripts, "transcripts", base, where)
+        demonstrations = _transcripts(spec.demonstrations, "demonstrations", base, where)
         return ToolTaskScenario(**common, tools_file=_existing(base, spec.tools, "tools", where),
-                                transcripts=transcripts, warm_start_target=None,
-                                warm_start_steps=spec.warm_start_steps)
-    if spec.transcripts is not None:
-        raise TaskError(f"{where}: transcripts warm-start a tool task's tiny policy; add tools = \"tools.py\"")
+                                transcripts=transcripts, demonstration_transcripts=demonstrations,
+                                warm_start_target=None, warm_start_steps=spec.warm_start_steps)
+    for key in ("transcripts", "demonstrations"):
+        if getattr(spec, key) is not None:
+            raise TaskError(f"{where}: {key} warm-start a tool task's policy; add tools = \"tools.py\"")
     factory = None if spec.env is None else load_env_factory(base, spec.env, where)
     return TaskScenario(**common, env_factory=factory)
 
 
-def _transcripts(spec: TaskSpec, base: Path, where: str) -> list[list[dict[str, Any]]]:
-    """The conversations of a ``transcripts`` file (its ``messages`` column: OpenAI messages,
-    a call's ``arguments`` as JSON text, as OpenAI writes them)."""
-    assert spec.transcripts is not None
-    path = _existing(base, spec.transcripts, "transcripts", where)
-    rows = read_rows(path, "transcripts", where)
+def _transcripts(name: str | None, key: str, base: Path, where: str) -> list[list[dict[str, Any]]]:
+    """The conversations of the ``key`` file ``name`` (``transcripts`` or ``demonstrations``;
+    None: none): its ``messages`` column, OpenAI messages, a call's ``arguments`` as JSON
+    text, as OpenAI writes them."""
+    if name is None:
+        return []
+    path = _existing(base, name, key, where)
+    rows = read_rows(path, key, where)
     for i, row in enumerate(rows):
         if not _is_messages(row.get("messages")):
-            raise TaskError(f"{where}: transcripts row {i}: needs a 'messages' column holding a list of chat "
+            raise TaskError(f"{where}: {key} row {i}: needs a 'messages' column holding a list of chat "
                             "messages {role, content}")
     # datasets gives every message every key any message has (None where absent): drop those
     return [[{k: v for k, v in m.items() if v is not None} for m in row["messages"]] for row in rows]

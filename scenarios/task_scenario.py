@@ -91,10 +91,13 @@ class TaskScenario(ScenarioBase):
 class ToolTaskScenario(TaskScenario):
     """A user task whose episodes call tools (``tools = "tools.py"`` in task.toml):
     a ``engine.types.ToolScenario``. ``transcripts`` are the tiny policy's warm-start
-    conversations (a ``transcripts`` file's rows), empty when the task has none."""
+    conversations (a ``transcripts`` file's rows), empty when the task has none;
+    ``demonstration_transcripts`` a real model's (a ``demonstrations`` file's rows),
+    empty when it has none (the transcripts stand in)."""
 
     tools_file: Path = Path("tools.py")
     transcripts: list[list[dict[str, Any]]] = field(default_factory=list)
+    demonstration_transcripts: list[list[dict[str, Any]]] = field(default_factory=list)
     # Calls take room: a turn of two calls is ~250 characters for the character-level tiny policy.
     tiny_context_tokens: int | None = 512
 
@@ -113,6 +116,13 @@ class ToolTaskScenario(TaskScenario):
                             "transcripts; add transcripts = \"transcripts.jsonl\" (rows with a messages column) "
                             "to its task.toml, or pass --model PATH (or --model smollm2-135m)")
         out = list(self.transcripts)
+        random.Random(seed).shuffle(out)
+        return out
+
+    def demonstrations(self, seed: int) -> list[list[dict[str, Any]]]:
+        """A real model's warm-start conversations: the ``demonstrations`` file's, else the
+        transcripts', shuffled with ``seed``; empty when the task has neither."""
+        out = list(self.demonstration_transcripts or self.transcripts)
         random.Random(seed).shuffle(out)
         return out
 

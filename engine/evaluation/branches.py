@@ -30,8 +30,11 @@ from rlab.store.rows import RunRow
 #: What two branches' held-out evals must share to be compared.
 HELD_OUT_FIELDS = ("eval_split", "prompt", "success", "held_out")
 #: What two branches may differ in and the comparison names: the treatment (the
-#: tools offered, ``--no-tools``; the model), beside the reward and settings a fork changes.
-TREATMENT_FIELDS = ("tools", "model")
+#: tools offered, ``--no-tools``; the model; a real model's warm start, ``--no-warm-start``),
+#: beside the reward and settings a fork changes.
+TREATMENT_FIELDS = ("tools", "model", "warm_start")
+#: The leaves of the warm start a comparison names; its figures and cache key are its own.
+WARM_START_NAMED = ("warm_start.on", "warm_start.steps")
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,11 @@ def held_out_room(run: RunRow) -> dict[str, Any]:
 
 def treatments(a: RunRow, b: RunRow) -> list[FieldDifference]:
     """The :data:`TREATMENT_FIELDS` leaves that differ between two runs' manifests (tool
-    schemas and weight hashes left out: the names and paths say what differs)."""
+    schemas, weight hashes and the warm start's figures left out: the names, paths and
+    :data:`WARM_START_NAMED` say what differs)."""
     return [d for d in locked_room(a["manifest"] or {}, b["manifest"] or {}, TREATMENT_FIELDS)
-            if not d.field.endswith(("schemas", "schemas_sha256", "weights_sha256"))]
+            if not d.field.endswith(("schemas", "schemas_sha256", "weights_sha256"))
+            and (not d.field.startswith("warm_start.") or d.field in WARM_START_NAMED)]
 
 
 def fork_step(a: RunRow, b: RunRow) -> int | None:

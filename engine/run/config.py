@@ -103,6 +103,12 @@ class RunConfig(BaseModel):
     tools: bool = Field(True, description=(
         "offer a tool task's tools to the policy; --no-tools runs the same task without them (every call is "
         "answered 'no tools are offered'): the control arm that shows what the tools are worth"))
+    warm_start: bool = Field(True, description=(
+        "a real model (--model) on a tool task with demonstrations or transcripts: first train the run's LoRA "
+        "adapter on them, assistant turns only (cached by content), then RL on the same adapter; "
+        "--no-warm-start starts RL from the bare model, the control arm (engine.train.adapter_warm_start)"))
+    warm_start_steps: int | None = Field(None, ge=1, le=100_000, description=(
+        "supervised steps of a real model's warm start (8 conversations' turns a step; default 40)"))
     tool_timeout_s: float = Field(10.0, gt=0, le=600, description="seconds a tool call may take before it is "
                                   "an error the policy reads (the tool process is then replaced)")
     tool_result_chars: int = Field(4000, ge=1, le=1_000_000, description=(

@@ -66,6 +66,8 @@ FIXED_ON_FORK: dict[str, str] = {
     "lora_rank": "the checkpoint's adapter has this rank",
     "lora_alpha": "the adapter's scale (alpha / rank) is part of the checkpointed policy",
     "lora_targets": "the checkpoint's adapter covers these modules",
+    "warm_start": "the checkpoint's adapter holds the warm start its run began with (or not)",
+    "warm_start_steps": "the checkpoint's adapter holds the warm start its run began with (or not)",
     "db": "a fork lives in its parent's run file",
     "config": "a fork takes its options from its parent and the command line",
     "resume": "a fork is a new run",

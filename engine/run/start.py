@@ -51,9 +51,11 @@ from rlab.engine.run.session import Parts, RunRewards, Session, build_parts, rec
 from rlab.engine.rewards.success import SuccessRule
 from rlab.engine.train.building import building
 from rlab.engine.train.checkpoint import CheckpointError, load_checkpoint
-from rlab.engine.train.warm_start import ensure_tiny_model
-from rlab.engine.types import Scenario
+from rlab.engine.train.adapter_warm_start import warm_start_adapter
+from rlab.engine.train.warm_start import ensure_tiny_model, tool_schemas
+from rlab.engine.types import Scenario, ToolScenario
 from rlab.scenarios import load_scenario
+from rlab.store.errors import UsageError
 from rlab.store.reader import StoreReader
 from rlab.store.writer import StoreWriter
 
@@ -77,16 +79,58 @@ def start(config: RunConfig) -> Session:
     config = config.model_copy(update={"name": config.name or default_run_name(scenario.name)})
     if config.model is not None:
         model_dir = resolve_model(config.model)
+        config = real_model_defaults(config, model_dir)
+        _check_warm_start(config, scenario)
     else:
+        _check_warm_start(config, scenario)  # before a build of minutes
         # the run's threads build it too: one, as build_tiny's shipped builds, not one per core spinning
         # against the TUI's (a loaded 2-core laptop's tool-task build: 27-42 s a step)
         set_cpu_threads(config.threads, tiny_policy=True)
         with building(config.db, str(config.name)):  # rlab stop and the TUI's quit find a build of minutes
             model_dir = ensure_tiny_model(scenario, seed=config.seed)
-    config = real_model_defaults(config, model_dir)
     _seed_everything(config.seed)
     parts = build_parts(config, scenario, model_dir)
-    return _closing_on_failure(parts, lambda: _open_run(config, scenario, model_dir, parts))
+    return _closing_on_failure(parts, lambda: _open_run(config, scenario, model_dir, parts,
+                                                        _warm_start(config, scenario, model_dir, parts)))
+
+
+def _warm_start(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Parts) -> dict[str, Any] | None:
+    """A real model's warm start on the task's demonstrations (``engine.train.adapter_warm_start``),
+    as the manifest records it: ``{"on": False}`` under ``--no-warm-start``, None where there is
+    none to choose (the tiny policy, a task without demonstrations; :func:`_check_warm_start`
+    refused the options that ask for one there)."""
+    if not _warm_starts(config, scenario):
+        return None
+    if not config.warm_start:
+        return {"on": False}
+    assert isinstance(scenario, ToolScenario)
+    tools = parts.rollout.tools.schemas if parts.rollout.tools is not None else tool_schemas(scenario)
+    with building(config.db, str(config.name)):  # rlab stop and the TUI's quit find it, as a tiny build
+        warm = warm_start_adapter(parts.policy, scenario, config, model_dir, tools, parts.trainer.autocast)
+    return warm.manifest()
+
+
+def _warm_starts(config: RunConfig, scenario: Scenario) -> bool:
+    """Whether the run has a warm start to choose: a real model on a tool task with demonstrations."""
+    return config.model is not None and isinstance(scenario, ToolScenario) and bool(scenario.demonstrations(config.seed))
+
+
+def _check_warm_start(config: RunConfig, scenario: Scenario) -> None:
+    """Refuse warm-start options that cannot apply, before any model is built or loaded.
+
+    Raises:
+        UsageError: ``--warm-start-steps`` where no warm start runs; a warm start without LoRA.
+    """
+    if not _warm_starts(config, scenario):
+        if config.warm_start_steps is not None:
+            raise UsageError("--warm-start-steps sets a real model's warm start (--model) on a tool task with "
+                             "demonstrations or transcripts" + (
+                                 "; the tiny policy is built for task.toml's warm_start_steps" if config.model is None
+                                 else f"; task {scenario.name} has neither: add transcripts = \"FILE.jsonl\" "
+                                      "to its task.toml"))
+    elif config.warm_start and not config.lora_rank:
+        raise UsageError("a real model's warm start trains its LoRA adapter: pass --lora-rank N (e.g. 16), "
+                         "or --no-warm-start")
 
 
 def _closing_on_failure(parts: Parts, opening: Callable[[], Session]) -> Session:
@@ -104,7 +148,8 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Parts) -> Session:
+def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Parts,
+              warm_start: dict[str, Any] | None) -> Session:
     """The new run's files and store rows, once its reward file and success function check out."""
     name = str(config.name)  # chosen in start(), before a build, so the build is found by it
     files = run_dir(config.db, name)
@@ -124,6 +169,8 @@ def _open_run(config: RunConfig, scenario: Scenario, model_dir: Path, parts: Par
                               reward_source=rubric.source, success=success.label, model_dir=model_dir,
                               tools=None if tools is None else tools.schemas)  # a bad tools file stops here
     manifest["config"] = stored  # the resolved options (flags over run config over task defaults)
+    if warm_start is not None:
+        manifest["warm_start"] = warm_start
     if parts.rollout.agent is not None:
         manifest["agent"] = parts.rollout.agent.check()  # a rollout file that cannot run stops here
     writer = StoreWriter(config.db, enabled=config.store)

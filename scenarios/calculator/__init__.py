@@ -117,6 +117,11 @@ class Calculator(ScenarioBase):
             out += [_lookup(draw(rng), train_call=False) for _ in range(ANSWER_EXTRA)]
         return out
 
+    def demonstrations(self, seed: int) -> list[list[dict[str, Any]]]:
+        """A real model's warm start: the transcripts that call the right tool and answer with
+        its result (the near-miss guesses are the tiny policy's, so its RL has room)."""
+        return [t for t in self.sft_transcripts(seed) if any("tool_calls" in m for m in t)]
+
 
 def _lookup(ex: dict[str, Any], train_call: bool = True, calls: int = 1) -> list[dict[str, Any]]:
     """A transcript that calls the right tool (``calls`` times in a row) and answers with its result."""
