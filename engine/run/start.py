@@ -83,9 +83,7 @@ def start(config: RunConfig) -> Session:
         _check_warm_start(config, scenario)
     else:
         _check_warm_start(config, scenario)  # before a build of minutes
-        # the run's threads build it too: one, as build_tiny's shipped builds, not one per core spinning
-        # against the TUI's (a loaded 2-core laptop's tool-task build: 27-42 s a step)
-        set_cpu_threads(config.threads, tiny_policy=True)
+        set_cpu_threads(config.threads, tiny_policy=True, building=True)  # build_parts sets the run's own
         with building(config.db, str(config.name)):  # rlab stop and the TUI's quit find a build of minutes
             model_dir = ensure_tiny_model(scenario, seed=config.seed)
     _seed_everything(config.seed)
