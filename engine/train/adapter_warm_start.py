@@ -43,7 +43,7 @@ from rlab.engine.policy.model import Policy
 from rlab.engine.rewards.rubric import load_rubric
 from rlab.engine.run.config import RunConfig
 from rlab.engine.run.manifest import sha256_files, sha256_json
-from rlab.engine.train.sft import SftRecipe, fit, pairs_digest, transcript_pairs
+from rlab.engine.train.sft import SftPair, SftRecipe, fit, transcript_pairs
 from rlab.engine.train.warm_start import probe
 from rlab.engine.types import ToolScenario
 
@@ -82,10 +82,10 @@ class AdapterWarmStart:
         return {"on": True} | asdict(self)
 
 
-def warm_start_key(model_dir: Path, digest: str, config: RunConfig, steps: int) -> str:
+def warm_start_key(model_dir: Path, pairs: list[SftPair], config: RunConfig, steps: int) -> str:
     """The cache key of an adapter: sha256 over the model's weight files, the rendered
-    demonstrations (``digest``), the LoRA settings, the steps, recipe and seed."""
-    return sha256_json({"model": sha256_files(model_dir), "pairs": sha256_json(digest),
+    demonstrations (``pairs``' token ids), the LoRA settings, the steps, recipe and seed."""
+    return sha256_json({"model": sha256_files(model_dir), "pairs": [[p.context, p.completion] for p in pairs],
                         "lora": [config.lora_rank, config.lora_alpha, config.lora_targets], "steps": steps,
                         "recipe": asdict(RECIPE), "version": RECIPE_VERSION, "seed": config.seed})[:20]
 
@@ -105,7 +105,7 @@ def warm_start_adapter(policy: Policy, scenario: ToolScenario, config: RunConfig
     steps = config.warm_start_steps or DEFAULT_STEPS
     demonstrations = scenario.demonstrations(config.seed)
     pairs = transcript_pairs(policy, demonstrations, scenario.system_prompt, tools)
-    key = warm_start_key(model_dir, pairs_digest(pairs), config, steps)
+    key = warm_start_key(model_dir, pairs, config, steps)
     folder = cache_root() / "adapters" / key
     if (folder / FIGURES).is_file():
         set_peft_model_state_dict(policy.model, load_peft_weights(str(folder)))

@@ -18,7 +18,6 @@ no row pays for the system prompt or for another row's padding.
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -95,11 +94,6 @@ def transcript_pairs(policy: Policy, transcripts: Sequence[Sequence[Message]], s
     return out
 
 
-def pairs_digest(pairs: Sequence[SftPair]) -> str:
-    """The pairs as canonical JSON (for a cache key: what the loop trains on, exactly)."""
-    return json.dumps([[p.context, p.completion] for p in pairs])
-
-
 def sft_backward(model: torch.nn.Module, pairs: Sequence[SftPair], pad_id: int,
                  autocast: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> float:
     """Backpropagate the mean next-token cross-entropy of ``pairs``' completions into the
@@ -159,7 +153,7 @@ def fit(model: torch.nn.Module, pairs: Sequence[SftPair], *, pad_id: int, steps:
     for step in range(1, steps + 1):
         model.train()
         optimizer.zero_grad()
-        loss = sft_backward(model, rng.sample(list(pairs), min(recipe.batch, len(pairs))), pad_id, autocast)
+        loss = sft_backward(model, rng.sample(pairs, min(recipe.batch, len(pairs))), pad_id, autocast)
         torch.nn.utils.clip_grad_norm_(weights, recipe.clip)
         optimizer.step()
         schedule.step()
