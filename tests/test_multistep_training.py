@@ -166,7 +166,7 @@ def trained_token_losses(trainer, samples, clip_eps=0.2):
     """Per trained token (in order): the clipped surrogate loss term, from one forward pass."""
     batch = collate(samples, trainer.pad_id, "cpu", drop_zero_advantage=True)
     with torch.no_grad():
-        logp, _ = trainer._token_logprobs(trainer.model, batch, with_entropy=False)
+        logp, _ = trainer._token_logprobs(trainer.model, batch)
     ratio = torch.exp(logp - (batch.old_logprobs - 0.05))  # a ratio away from 1
     adv = batch.advantages
     loss = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv)

@@ -33,7 +33,7 @@ def _sampled_and_recomputed(policy: Policy, trainer: Trainer) -> tuple[torch.Ten
     train = [TrainSample(p, s.token_ids, s.logprobs, advantage=1.0) for p, s in zip(prompts, samples)]
     batch = collate(train, policy.pad_id, "cpu")
     with torch.no_grad():
-        recomputed, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+        recomputed, _ = trainer._token_logprobs(policy.model, batch)
     return batch.old_logprobs[batch.completion_mask.bool()], recomputed[batch.completion_mask.bool()]
 
 
@@ -71,7 +71,7 @@ def _greedy_and_logprobs(policy: Policy) -> tuple[list[list[int]], torch.Tensor]
                     policy.pad_id, "cpu")
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig())
     with torch.no_grad():
-        recomputed, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+        recomputed, _ = trainer._token_logprobs(policy.model, batch)
     sampled = batch.old_logprobs[batch.completion_mask.bool()]
     return [s.token_ids for s in samples], (sampled - recomputed[batch.completion_mask.bool()]).abs()
 

@@ -116,7 +116,7 @@ def test_the_int8_sampling_copy_of_smollm2_is_near_its_float32_policy_by_the_sta
                     policy.pad_id, "cpu")
     with torch.no_grad():
         exact, _ = Trainer(policy.model, policy.pad_id, TrainConfig())._token_logprobs(
-            policy.model, batch, with_entropy=False)
+            policy.model, batch)
     kept = batch.completion_mask.bool()
     assert (batch.old_logprobs[kept] - exact[kept]).abs().mean() < 2.5
 

@@ -43,7 +43,7 @@ def test_padded_batch_gives_the_unpadded_logprobs(policy):
     samples = [_sample(policy, "1+2=", "3", 1.0), _sample(policy, "10+20=", "30", 1.0),
                _sample(policy, "99+99=", "198", 1.0)]
     batch = collate(samples, policy.pad_id, "cpu")
-    logp, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+    logp, _ = trainer._token_logprobs(policy.model, batch)
     for row, sample in enumerate(samples):
         got = logp[row, : len(sample.completion_ids)].tolist()
         assert got == pytest.approx(sample.old_logprobs, abs=1e-4)
@@ -60,8 +60,7 @@ def test_entropies_match_the_full_softmax_at_the_sampling_temperature(policy):
     trainer = Trainer(policy.model, policy.pad_id, TrainConfig(temperature=0.7))
     samples = [_sample(policy, f"{a}+{a}=", str(2 * a), 1.0) for a in range(1, 12)]  # > one entropy block
     with torch.no_grad():
-        logp, entropy = trainer._token_logprobs(policy.model, collate(samples, policy.pad_id, "cpu"),
-                                                with_entropy=True)
+        logp, entropy = trainer._token_logprobs(policy.model, collate(samples, policy.pad_id, "cpu"))
         for row, sample in enumerate(samples):
             reference = torch.log_softmax(_unpadded_logits(policy, sample) / 0.7, -1)
             n = len(sample.completion_ids)
@@ -77,7 +76,7 @@ def test_shared_prompts_give_the_per_row_log_probs_and_gradients(policy):
                for prompt in ("12+34=", "7+8=") for completion in ("46", "15", "1234", "")]
     batch = collate(samples, policy.pad_id, "cpu")
     assert batch.prompt_ids.shape[0] == 2 and batch.prompt_of_row.tolist() == [0] * 4 + [1] * 4
-    logp, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+    logp, _ = trainer._token_logprobs(policy.model, batch)
     (logp * batch.mask).sum().backward()
     shared = [p.grad.clone() for p in policy.model.parameters()]
     policy.model.zero_grad()
@@ -208,9 +207,9 @@ def test_gradient_checkpointing_takes_the_one_pass_per_row_path_with_the_same_lo
     batch = collate(samples, policy.pad_id, "cpu")
     policy.model.train()
     with torch.no_grad():
-        shared, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+        shared, _ = trainer._token_logprobs(policy.model, batch)
         training_options(policy.model, "cpu", gradient_checkpointing=True)
-        per_row, _ = trainer._token_logprobs(policy.model, batch, with_entropy=False)
+        per_row, _ = trainer._token_logprobs(policy.model, batch)
     assert torch.allclose(shared * batch.mask, per_row * batch.mask, atol=1e-5)
 
 

@@ -1,16 +1,21 @@
-"""Log-probabilities of chosen tokens without a float32 copy of the whole logits tensor.
+"""Log-probabilities and entropies of chosen tokens without a float32 copy of the whole logits tensor.
 
 The update needs, per completion token, log p(y_t) = z_t[y_t] / T -
 logsumexp(z_t / T) for logits z_t of a vocabulary of V (49,152 for SmolLM2)
-at temperature T. Written as tensor expressions, autograd keeps a float32
-copy of every (token, V) logit row for the backward pass (twice, under bf16
-autocast: the cast and the scaled copy), which is most of an update's peak
-memory. :func:`chosen_logprobs` computes the same values and gradients in
-chunks of tokens: the forward keeps only the logits as the model returned
-them (bf16 under autocast) and the logsumexp per token; the backward
-recomputes each chunk's softmax, d log p(y) / dz = (onehot(y) - softmax(z))
-/ T, as a fused cross-entropy does. Peak extra memory is one float32 chunk of
-:data:`CHUNK_BYTES`, whatever the batch.
+at temperature T, and for the metrics the entropy of softmax(z_t / T).
+Written as tensor expressions, autograd keeps a float32 copy of every
+(token, V) logit row for the backward pass (twice, under bf16 autocast: the
+cast and the scaled copy), which is most of an update's peak memory.
+:func:`chosen_logprobs` computes the same values and gradients in chunks of
+tokens: the forward keeps only the logits as the model returned them (bf16
+under autocast) and the logsumexp per token; the backward recomputes each
+chunk's softmax, d log p(y) / dz = (onehot(y) - softmax(z)) / T, as a fused
+cross-entropy does. Peak extra memory is one or two float32 chunks of
+:data:`CHUNK_BYTES`, whatever the batch. Each chunk is worked in place: on a
+CPU every pass over a (tokens, V) chunk, and every fresh chunk-sized buffer,
+costs about as much as the arithmetic (profiled: the log-probs and the
+entropy were 7 % of a SmolLM2 update in float32 when each step of the
+formula made its own tensor).
 """
 
 from __future__ import annotations
@@ -28,39 +33,61 @@ def _chunks(tokens: int, vocab: int) -> list[slice]:
     return [slice(start, min(start + size, tokens)) for start in range(0, tokens, size)]
 
 
+def _scaled(rows: torch.Tensor, temperature: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``rows / temperature`` in float32, written into ``out`` (float32, ``rows``' shape) or a
+    fresh tensor; never into ``rows``."""
+    if out is None:
+        out = torch.empty(rows.shape, dtype=torch.float32, device=rows.device)
+    if rows.dtype == torch.float32:
+        return torch.div(rows, temperature, out=out)
+    return out.copy_(rows).div_(temperature)
+
+
 class _ChosenLogprobs(torch.autograd.Function):
-    """Forward: (log p of the chosen ids, logsumexp), both float32 (N,); backward: the logits' gradient."""
+    """Forward: (log p of the chosen ids, entropy), both float32 (N,), the entropy without a
+    gradient; backward: the logits' gradient."""
 
     @staticmethod
     def forward(ctx: Any, logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> tuple[torch.Tensor, ...]:
         logp = torch.empty(ids.shape, dtype=torch.float32, device=logits.device)
-        lse = torch.empty_like(logp)
+        lse, entropy = torch.empty_like(logp), torch.empty_like(logp)
         for part in _chunks(logits.shape[0], logits.shape[1]):
-            scaled = logits[part].float() / temperature
-            lse[part] = torch.logsumexp(scaled, dim=-1)
-            logp[part] = scaled.gather(-1, ids[part].unsqueeze(-1)).squeeze(-1) - lse[part]
+            shifted = _scaled(logits[part], temperature)
+            top = shifted.amax(-1)
+            chosen = shifted.gather(-1, ids[part].unsqueeze(-1)).squeeze(-1)
+            shifted.sub_(top.unsqueeze(-1))  # s - max: exp cannot overflow
+            weights = shifted.exp()
+            total = weights.sum(-1)
+            lse[part] = top + total.log()
+            # H = lse - sum p s = log(total) - sum e (s - max) / total, with e = exp(s - max)
+            entropy[part] = total.log() - weights.mul_(shifted).sum(-1) / total
+            logp[part] = chosen - lse[part]
         ctx.save_for_backward(logits, ids, lse)
         ctx.temperature = temperature
-        return logp, lse
+        ctx.mark_non_differentiable(entropy)
+        return logp, entropy
 
     @staticmethod
-    def backward(ctx: Any, grad_logp: torch.Tensor, grad_lse: torch.Tensor | None) -> tuple[Any, ...]:
+    def backward(ctx: Any, grad_logp: torch.Tensor, _grad_entropy: torch.Tensor | None) -> tuple[Any, ...]:
         logits, ids, lse = ctx.saved_tensors
         grad = torch.empty_like(logits)
+        # d logp / dz = (onehot(y) - p) / T
+        scale = grad_logp / ctx.temperature
+        in_place = grad.dtype == torch.float32
         for part in _chunks(logits.shape[0], logits.shape[1]):
-            probs = torch.exp(logits[part].float() / ctx.temperature - lse[part].unsqueeze(-1))
-            # d logp / dz = (onehot(y) - p) / T; d lse / dz = p / T
-            weight = -grad_logp[part] + (grad_lse[part] if grad_lse is not None else 0.0)
-            chunk = probs * weight.unsqueeze(-1)
-            chunk.scatter_add_(-1, ids[part].unsqueeze(-1), grad_logp[part].unsqueeze(-1))
-            grad[part] = (chunk / ctx.temperature).to(logits.dtype)
+            chunk = _scaled(logits[part], ctx.temperature, out=grad[part] if in_place else None)
+            chunk.sub_(lse[part].unsqueeze(-1)).exp_().mul_(-scale[part].unsqueeze(-1))
+            chunk.scatter_add_(-1, ids[part].unsqueeze(-1), scale[part].unsqueeze(-1))
+            if not in_place:
+                grad[part] = chunk
         return grad, None, None
 
 
 def chosen_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities (float32, ``ids``' shape) of ``ids`` under ``logits / temperature``,
-    and the logsumexp of the scaled logits (the same shape; for the entropy).
+    and the entropy of softmax(logits / temperature) at each position (nats, float32, the
+    same shape, no gradient).
 
     Args:
         logits: (..., V) in any float dtype (bf16 under autocast); kept as is
@@ -68,21 +95,8 @@ def chosen_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float 
         ids: (...) long, the chosen tokens, same leading shape.
         temperature: the sampling temperature (> 0).
 
-    Gradients flow to ``logits`` through both outputs.
+    Gradients flow to ``logits`` through the log-probabilities.
     """
     shape = ids.shape
-    logp, lse = _ChosenLogprobs.apply(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1), float(temperature))
-    return logp.reshape(shape), lse.reshape(shape)
-
-
-@torch.no_grad()
-def token_entropy(logits: torch.Tensor, lse: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Entropy (nats, float32, the leading shape) of softmax(logits / temperature) per
-    position, H = lse - sum softmax(z) z, in chunks (no graph, no whole float32 copy)."""
-    flat, flat_lse = logits.reshape(-1, logits.shape[-1]), lse.reshape(-1)
-    out = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)
-    for part in _chunks(flat.shape[0], flat.shape[1]):
-        scaled = flat[part].float() / temperature
-        probs = torch.exp(scaled - flat_lse[part].unsqueeze(-1))
-        out[part] = flat_lse[part] - (probs * scaled).sum(-1)
-    return out.reshape(lse.shape)
+    logp, entropy = _ChosenLogprobs.apply(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1), float(temperature))
+    return logp.reshape(shape), entropy.reshape(shape)

@@ -53,7 +53,7 @@ from rlab.engine.policy.device import training_attention
 from rlab.engine.policy.lora import is_lora, reference_mode
 from rlab.engine.policy.kv import shared_prefix_kv, shared_prefix_length, with_cache
 from rlab.engine.train.microbatch import MicroBatch, by_length, collate, logits_budget, micro_batches, vocab_size
-from rlab.engine.train.token_logprobs import chosen_logprobs, token_entropy
+from rlab.engine.train.token_logprobs import chosen_logprobs
 from rlab.engine.types import TrainSample
 
 
@@ -226,7 +226,7 @@ class Trainer:
         1) and give the importance weights (``is_weights``, kept for the later
         updates). ``start``: the shared prefix the batch's prompts were collated
         without."""
-        logp, entropy = self._token_logprobs(self.model, batch, with_entropy=True, start=start)
+        logp, entropy = self._token_logprobs(self.model, batch, start=start)
         mask = batch.mask
         if first:
             diff = batch.take_policy_logprobs(logp, self.config.is_cap)
@@ -252,14 +252,14 @@ class Trainer:
             return torch.zeros_like(logp)
         with torch.no_grad():
             if self.reference is not None:
-                ref_logp, _ = self._token_logprobs(self.reference, batch, with_entropy=False)
+                ref_logp, _ = self._token_logprobs(self.reference, batch)
             else:
                 with reference_mode(self.model):
-                    ref_logp, _ = self._token_logprobs(self.model, batch, with_entropy=False)
+                    ref_logp, _ = self._token_logprobs(self.model, batch)
         delta = ref_logp - logp
         return torch.exp(delta) - delta - 1
 
-    def _token_logprobs(self, model, batch: MicroBatch, *, with_entropy: bool, start: SharedPrefix | None = None):
+    def _token_logprobs(self, model, batch: MicroBatch, start: SharedPrefix | None = None):
         """Log-probs (B, T) float32 of the completion tokens, and their entropies (B, T).
 
         Memory: only the logits as the model returns them (bf16 under
@@ -269,10 +269,7 @@ class Trainer:
         """
         with self.autocast():
             logits = _completion_logits(model, batch, start)
-        logp, lse = chosen_logprobs(logits, batch.completion_ids, self.config.temperature)
-        if not with_entropy:
-            return logp, None
-        return logp, token_entropy(logits.detach(), lse.detach(), self.config.temperature)
+        return chosen_logprobs(logits, batch.completion_ids, self.config.temperature)
 
 
 @dataclass
