@@ -197,6 +197,51 @@ def test_two_servers_at_once_share_groups_and_adapters(server, model_dir, policy
     policy.model = model.unload()
 
 
+AGENT = """
+async def rollout(client, model, example):
+    messages = [{"role": "user", "content": example["prompt"]}]
+    for follow_up in ("Say it again, shorter.", None):
+        reply = await client.chat.completions.create(model=model, messages=messages, max_tokens=12)
+        messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+        if follow_up:
+            messages.append({"role": "user", "content": follow_up})
+    return messages
+"""
+
+
+def test_a_users_agent_through_the_endpoint_is_answered_by_the_real_server(server, policy, tmp_path):
+    """Issue 56 with --backend vllm: a user's rollout's requests go through the endpoint to a real
+    vLLM server; each turn is the server's tokens and log-probs as sampled (the local policy scores
+    those tokens within the bf16 gap of the server's log-probs), the agent got their text, and the
+    second turn's prompt extends the first's."""
+    from rlab.engine.agent.play import AgentRollout
+
+    path = tmp_path / "rollout.py"
+    path.write_text(AGENT)
+    backend = VLLMBackend(server.url, render=policy.render, timeout_s=600)
+    agent = AgentRollout(backend, policy.tokenizer, path, timeout_s=600.0, max_new_tokens=12, max_turns=2)
+    before = request_count(server.url)
+    try:
+        groups = agent.play([{"id": i, "prompt": p} for i, p in enumerate(PROMPTS[:2])], 2, 1.0)
+    finally:
+        agent.close()
+        backend.close()
+    trajectories = [t for group in groups for t in group]
+    assert [(t.error, len(t.turns)) for t in trajectories] == [(None, 2)] * 4
+    assert request_count(server.url) - before == 8 and agent.metrics["endpoint/requests"] == 8
+    gaps = []
+    for trajectory in trajectories:
+        first, second = trajectory.turns
+        assert second.prompt_ids[:len(first.prompt_ids)] == first.prompt_ids
+        said = trajectory.messages[1]["content"]
+        assert said and (said == first.text.strip() or first.text.startswith(said))
+        for turn in trajectory.turns:
+            assert 0 < len(turn.completion_ids) <= 12 and len(turn.logprobs) == len(turn.completion_ids)
+            local = policy_logprobs(policy, turn.prompt_ids, turn.completion_ids)
+            gaps.append((local - torch.tensor(turn.logprobs)).abs().mean().item())
+    assert sum(gaps) / len(gaps) < 0.15, gaps  # the bound of the sampling test above
+
+
 def test_a_run_without_vllm_url_trains_through_its_own_real_server(tmp_path, model_dir):
     import json
     import subprocess
