@@ -79,8 +79,9 @@ def test_a_run_starts_between_30_and_55_percent_held_out_pass_at_1():
 
 _BUILD = """
 import json, sys, torch
+from pathlib import Path
 from rlab.engine.train.build_tiny import build
-manifest = build("arithmetic", {out!r}, threads={threads})
+manifest = build("arithmetic", Path({out!r}), threads={threads})
 print(json.dumps(manifest))
 """
 
