@@ -58,9 +58,10 @@ class _ChosenLogprobs(torch.autograd.Function):
             shifted.sub_(top.unsqueeze(-1))  # s - max: exp cannot overflow
             weights = shifted.exp()
             total = weights.sum(-1)
-            lse[part] = top + total.log()
+            log_total = total.log()
+            lse[part] = top + log_total
             # H = lse - sum p s = log(total) - sum e (s - max) / total, with e = exp(s - max)
-            entropy[part] = total.log() - weights.mul_(shifted).sum(-1) / total
+            entropy[part] = log_total - weights.mul_(shifted).sum(-1) / total
             logp[part] = chosen - lse[part]
         ctx.save_for_backward(logits, ids, lse)
         ctx.temperature = temperature
