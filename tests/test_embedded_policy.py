@@ -125,6 +125,23 @@ def test_a_warm_start_that_misses_its_target_says_so():
         warm_start(get_scenario("arithmetic"), seed=0, target=0.5, max_steps=10)
 
 
+def test_a_warm_start_whose_rewards_raise_on_its_probe_says_so(tmp_path):
+    """A reward that reads an agent's messages raises on the probe's text completions: pass@1 is nan,
+    and the build stops with one error that says why, not tqdm's ValueError on a nan bar."""
+    import json
+
+    from rlab.engine.train.warm_start import WarmStartError, warm_start
+    from rlab.scenarios.task_file import load_task
+
+    (tmp_path / "task.toml").write_text('train = "train.jsonl"\nrewards = "rewards.py"\n')
+    (tmp_path / "rewards.py").write_text("def correct(example, completion):\n"
+                                         "    return float(completion[-1]['content'] == example['answer'])\n")
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"id": i, "prompt": f"{i}+1=", "answer": str(i + 1)})
+                                                  + "\n" for i in range(20)))
+    with pytest.raises(WarmStartError, match="cannot score its probe: the task's reward functions raised"):
+        warm_start(load_task(tmp_path / "task.toml"), seed=0, target=0.4, max_steps=10)
+
+
 def test_a_tiny_policy_build_says_what_it_is_and_why_it_stops_early(tmp_path, monkeypatch, capsys,
                                                                      raw_tiny_model_dir):
     """A user task has no shipped policy: `rlab eval --task` builds one behind

@@ -188,6 +188,13 @@ def warm_start(scenario: Scenario, *, seed: int, target: float | None, max_steps
         if not (score is not None and score >= target / 2) and step % PROBE_EVERY:
             return False
         probed = probe(policy, scenario, probe_examples, rubric)
+        if math.isnan(probed.pass_at_1):
+            bar.close()
+            raise WarmStartError(
+                f"the warm start of {scenario.name} cannot score its probe: the task's reward functions raised on "
+                f"the tiny policy's greedy completions, so pass@1 has no verdict; the probe passes each completion as "
+                f"the policy's text reply (a str, not a list of messages): make the rewards take a str too, or train a "
+                f"model of your own (--model)")
         score, best = probed.pass_at_1, max(best, probed.pass_at_1)
         bar.n = min(score, target)
         bar.set_postfix_str(f"step {step} of at most {max_steps}, loss {loss:.3f}")
