@@ -118,6 +118,23 @@ def test_walks_of_unequal_length_train_in_micro_batches_of_similar_width():
     assert len(micro_batches(by_length(short), vocab=100, budget_bytes=2**30)) == 1  # little padding: one pass
 
 
+def test_micro_batches_share_a_prompt_pass_while_their_prompts_fit_the_largest_micro_batchs():
+    """Consecutive micro-batches run their prompts in one pass until the pass's distinct
+    prompts (less the shared prefix) would hold more tokens than the largest micro-batch's
+    own prompts: a prompt already in the pass costs nothing, so its memory stays that of
+    one micro-batch's prompt pass."""
+    a, b, c = [1] * 10 + [2] * 6, [1] * 10 + [3] * 6, [1] * 10 + [4] * 30
+    part = lambda *prompts: [TrainSample(list(p), [7, 8], [0.0, 0.0], 1.0) for p in prompts]  # noqa: E731
+    parts = [part(a, b), part(b, a), part(a), part(c), part(a, b)]
+    assert microbatch_module.by_prompt_pass(parts, skip=10) == [parts[:3], parts[3:4], parts[4:]]  # c: 30 tokens
+    assert microbatch_module.by_prompt_pass(parts[:3] + parts[4:], skip=10) == [parts[:3] + parts[4:]]
+    assert microbatch_module.by_prompt_pass([part(a), part(b), part(a)], skip=10) == [[part(a)], [part(b)], [part(a)]]
+    batches = microbatch_module.collate_pass(parts[:3], pad_id=0, device="cpu", skip=10)
+    assert all(batch.prompt_ids is batches[0].prompt_ids for batch in batches)  # one set of prompt tensors
+    assert batches[0].prompt_ids.shape == (2, 6) and [b.prompt_of_row.tolist() for b in batches] == [[0, 1], [1, 0], [0]]
+    assert batches[0].prompt_positions[0].tolist() == list(range(10, 16))  # counted from the shared prefix
+
+
 def test_micro_batched_update_equals_one_pass(policy, monkeypatch):
     """Gradient accumulation over micro-batches makes the update and the metrics of one full pass."""
     samples = [_sample(policy, prompt, completion, adv) for prompt in ("12+34=", "7+8=")
@@ -278,8 +295,9 @@ def _system_sample(policy, question: str, completion: str, advantage: float) -> 
 @pytest.mark.parametrize("lora", [False, True])
 def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(policy, monkeypatch, lora):
     """A system prompt every trained prompt starts with runs once per update, not once per
-    distinct prompt of each micro-batch; its KV's gradients, gathered over the micro-batches,
-    flow back through that one pass: the loss, metrics and gradients of prompts run whole."""
+    distinct prompt, and each distinct prompt once for all the micro-batches its rows fall
+    in (one prompt pass); the KV's gradients, gathered over the micro-batches, flow back
+    through those passes: the loss, metrics and gradients of prompts run whole."""
     from rlab.engine.policy import kv
     from rlab.engine.policy.lora import LoraSettings, apply_lora
 
@@ -289,9 +307,10 @@ def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(p
             if "lora_B" in name:
                 param.data.normal_(0, 0.05)
     samples = [_system_sample(policy, question, completion, adv)
-               for question in ("12+34=", "7+8=", "1+1=")
-               for completion, adv in (("46", 1.0), ("15", -0.5), ("1234", 0.25))]
-    monkeypatch.setattr(microbatch_module, "LOGITS_BUDGET_BYTES", 2 * 5 * vocab_size(model) * 4)
+               for question in ("12+34=", "7+8=")
+               for completion, adv in (("46", 1.0), ("15", -0.5), ("1234", 0.25), ("9", 0.5))]
+    # micro-batches of 12 logits rows; a prompt pass of 12 tokens: both prompts, less the start
+    monkeypatch.setattr(microbatch_module, "LOGITS_BUDGET_BYTES", 12 * vocab_size(model) * 4)
     start = {k: v.clone() for k, v in model.state_dict().items()}
     config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0)
     runs, fewest = {}, kv.MIN_SHARED_PREFIX_TOKENS
@@ -306,16 +325,46 @@ def test_the_start_all_prompts_share_runs_once_per_update_with_the_same_update(p
         metrics = trainer.update(samples)
         monkeypatch.setattr(model, "forward", real)
         runs[minimum] = prepared, widths, metrics, [p.grad.clone() for p in model.parameters() if p.grad is not None]
-    (shared, shared_widths, shared_metrics, shared_grads), (whole, _, whole_metrics, whole_grads) = runs.values()
+    (shared, shared_widths, shared_metrics, shared_grads), (whole, whole_widths, whole_metrics, whole_grads) = (
+        runs.values())
     assert len(shared.chunks) >= 3 and whole.shared_prefix == []
     assert len(shared.shared_prefix) >= fewest
     assert shared_widths[0] == (1, len(shared.shared_prefix))  # the start, once
-    assert all(w[1] < len(samples[0].prompt_ids) - len(shared.shared_prefix) + 1 for w in shared_widths[1::2])
+    # then per prompt pass its distinct prompts (less the start) once, then each of its micro-batches' completions
+    assert max(len(chunks) for chunks in shared.passes) > 1
+    for prepared, widths in ((shared, shared_widths[1:]), (whole, whole_widths)):
+        assert widths == [shape for chunks in prepared.passes for shape in
+                          [tuple(chunks[0].prompt_ids.shape)] + [(c.completion_ids.shape[0], c.completion_ids.shape[1] - 1)
+                                                                 for c in chunks]]
+    assert len(shared.passes) == 1 and shared.passes[0][0].prompt_ids.shape[0] == 2
     for key in ("loss", "entropy", "grad_norm", "clip_ratio"):
         assert shared_metrics[key] == pytest.approx(whole_metrics[key], rel=1e-4, abs=1e-6)
     assert len(shared_grads) == len(whole_grads) > 0
     for got, want in zip(shared_grads, whole_grads):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_micro_batches_sharing_a_prompt_pass_under_bf16_autocast_make_the_one_pass_update(policy, monkeypatch):
+    """Under bf16 autocast (a GPU's or a bf16 CPU's update) the prompt pass's keys, values
+    and logits are bf16: several micro-batches read them and send their gradients back
+    through one pass, as one micro-batch holding every row does."""
+    samples = [_sample(policy, question, completion, adv) for question in ("12+34=", "7+8=")
+               for completion, adv in (("46", 1.0), ("15", -0.5), ("1234", 0.25), ("9", 0.5))]
+    start = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    config = TrainConfig(lr=1e-2, num_iterations=1, temperature=1.0)
+    bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    runs = []
+    for budget in (microbatch_module.LOGITS_BUDGET_BYTES, 12 * vocab_size(policy.model) * 4):
+        policy.model.load_state_dict(start)
+        monkeypatch.setattr(microbatch_module, "LOGITS_BUDGET_BYTES", budget)
+        trainer = Trainer(policy.model, policy.pad_id, config, autocast=bf16)
+        runs.append((trainer._prepare(samples), trainer.update(samples),
+                     [p.grad.clone() for p in policy.model.parameters()]))
+    (whole, whole_metrics, whole_grads), (split, split_metrics, split_grads) = runs
+    assert len(whole.chunks) == 1 and len(split.passes) == 1 and len(split.chunks) >= 3
+    assert split_metrics["loss"] == pytest.approx(whole_metrics["loss"], rel=2e-2, abs=1e-3)
+    for got, want in zip(split_grads, whole_grads):
+        assert torch.allclose(got, want, rtol=5e-2, atol=5e-3)
 
 
 def test_truncated_importance_sampling_weights_each_token_and_logs_the_mismatch(policy):

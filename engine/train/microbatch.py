@@ -84,23 +84,25 @@ def by_length(samples: list[TrainSample]) -> list[TrainSample]:
 
     Not group by group: a group with one completion cut at the token budget
     padded all its rows to it (arithmetic: nearly every group of a step has
-    one, so 40 rows of 2-24 tokens ran as 40 x 24). The price is more distinct
-    prompts per micro-batch, each of which runs only what follows the shared prefix
-    all prompts share (:class:`SharedPrefix`). Measured on SmolLM2 (one
-    arithmetic step, 40 trained rows, 2 threads): 4.58 s grouped, 3.32 s in
-    this order with the shared prefix, the same loss.
+    one, so 40 rows of 2-24 tokens ran as 40 x 24). The price is a group's rows
+    spread over several micro-batches: the prefix all prompts share runs once an
+    update (``engine.train.trainer.SharedPrefix``) and each distinct prompt once for
+    the micro-batches of its prompt pass (:func:`by_prompt_pass`). Measured on SmolLM2
+    (one arithmetic step, 40 trained rows, 2 threads): 4.58 s grouped, 3.32 s in this
+    order with the shared prefix, the same loss.
     """
     return sorted(samples, key=lambda s: (len(s.completion_ids), tuple(s.prompt_ids)))
 
 
 @dataclass
 class MicroBatch:
-    """One micro-batch of D distinct prompts and B samples (rows), on one device.
+    """One micro-batch of B samples (rows), on one device, and the D distinct prompts of its
+    prompt pass (:func:`by_prompt_pass`: the same tensors for every micro-batch of that pass).
 
     prompt_ids, prompt_mask, prompt_positions: (D, Lp) long, the distinct
     prompts left-padded (positions count real tokens only, as generate()
     does, from the shared prefix's length they were collated without).
-    prompt_of_row: (B,) long, each row's prompt. completion_ids,
+    prompt_of_row: (B,) long, each row's prompt (an index into the D). completion_ids,
     completion_mask: (B, W) long, completions right-padded. mask: (B, W)
     float32, each row's loss mask. advantages: (B, W) float32 per token.
     old_logprobs: (B, W) float32 log-probs (nats) the ratio is taken against:
@@ -137,15 +139,59 @@ class MicroBatch:
         return diff
 
 
+def by_prompt_pass(parts: list[list[TrainSample]], *, skip: int = 0) -> list[list[list[TrainSample]]]:
+    """``parts`` (micro-batches, in order) gathered into runs whose distinct prompts, less
+    their first ``skip`` tokens (the shared prefix), hold no more tokens than the distinct
+    prompts of the largest part alone.
+
+    Each run's prompts go through the model in one forward pass whose keys and values
+    serve all its micro-batches (``engine.train.trainer.PromptPass``), its graph kept
+    until their backward passes are done: bounded so, it holds no more than one
+    micro-batch's own prompt pass would. In :func:`by_length`'s order a group's rows
+    spread over several micro-batches, so with a prompt pass each, every prompt ran once
+    per micro-batch it has rows in: measured on SmolLM2 (arithmetic, 64 rows in 4
+    micro-batches, AVX2 float32, 2 threads), 24 prompt rows for 8 prompts and two more
+    model calls per micro-batch, each reading every weight.
+    """
+    own = [{tuple(s.prompt_ids) for s in part} for part in parts]
+    budget = max((sum(len(p) - skip for p in prompts) for prompts in own), default=0)
+    runs: list[list[list[TrainSample]]] = []
+    seen: set[tuple[int, ...]] = set()
+    for part, prompts in zip(parts, own):
+        if not runs or sum(len(p) - skip for p in seen | prompts) > budget:
+            runs.append([])
+            seen = set()
+        runs[-1].append(part)
+        seen |= prompts
+    return runs
+
+
+def collate_pass(parts: list[list[TrainSample]], pad_id: int, device, *, drop_zero_advantage: bool = False,
+                 skip: int = 0) -> list[MicroBatch]:
+    """One :class:`MicroBatch` per part of a prompt pass: the parts' distinct prompts
+    collated once (without their first ``skip`` tokens, a shared prefix's) and shared by
+    all; completions per row; the loss mask without zero-advantage tokens when
+    ``drop_zero_advantage``; old log-probs the sampler's."""
+    distinct: dict[tuple[int, ...], int] = {}
+    for part in parts:
+        for s in part:
+            distinct.setdefault(tuple(s.prompt_ids), len(distinct))
+    prompt_ids, prompt_mask = left_pad([list(p[skip:]) for p in distinct], pad_id, device)
+    positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0) + skip
+    return [_micro_batch(part, [distinct[tuple(s.prompt_ids)] for s in part], prompt_ids, prompt_mask, positions,
+                         pad_id, device, drop_zero_advantage) for part in parts]
+
+
 def collate(samples: list[TrainSample], pad_id: int, device, *, drop_zero_advantage: bool = False,
             skip: int = 0) -> MicroBatch:
-    """The :class:`MicroBatch` of ``samples``: distinct prompts once (without their
-    first ``skip`` tokens, a shared prefix's), completions per row; the loss mask
-    without zero-advantage tokens when ``drop_zero_advantage``; old log-probs
-    the sampler's."""
-    distinct: dict[tuple[int, ...], int] = {}
-    prompt_of_row = [distinct.setdefault(tuple(s.prompt_ids), len(distinct)) for s in samples]
-    prompt_ids, prompt_mask = left_pad([list(p[skip:]) for p in distinct], pad_id, device)
+    """The :class:`MicroBatch` of ``samples`` alone (a prompt pass of one micro-batch;
+    see :func:`collate_pass`)."""
+    return collate_pass([samples], pad_id, device, drop_zero_advantage=drop_zero_advantage, skip=skip)[0]
+
+
+def _micro_batch(samples: list[TrainSample], prompt_of_row: list[int], prompt_ids: torch.Tensor,
+                 prompt_mask: torch.Tensor, prompt_positions: torch.Tensor, pad_id: int, device,
+                 drop_zero_advantage: bool) -> MicroBatch:
     width = max(len(s.completion_ids) for s in samples)
     comp, attn, mask, old, adv = [], [], [], [], []
     for s in samples:
@@ -161,8 +207,7 @@ def collate(samples: list[TrainSample], pad_id: int, device, *, drop_zero_advant
         adv.append(list(advantages) + pad)
     as_long = lambda x: torch.tensor(x, dtype=torch.long, device=device)  # noqa: E731
     as_float = lambda x: torch.tensor(x, dtype=torch.float32, device=device)  # noqa: E731
-    return MicroBatch(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
-                      prompt_positions=(prompt_mask.cumsum(dim=1) - 1).clamp(min=0) + skip,
+    return MicroBatch(prompt_ids=prompt_ids, prompt_mask=prompt_mask, prompt_positions=prompt_positions,
                       prompt_of_row=as_long(prompt_of_row), completion_ids=as_long(comp),
                       completion_mask=as_long(attn), mask=as_float(mask), old_logprobs=as_float(old),
                       advantages=as_float(adv))

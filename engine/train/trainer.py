@@ -51,8 +51,9 @@ from transformers import DynamicCache
 from rlab.engine.run.config import LossTokens, RunConfig
 from rlab.engine.policy.device import training_attention
 from rlab.engine.policy.lora import is_lora, reference_mode
-from rlab.engine.policy.kv import shared_prefix_kv, shared_prefix_length, with_cache
-from rlab.engine.train.microbatch import MicroBatch, by_length, collate, logits_budget, micro_batches, vocab_size
+from rlab.engine.policy.kv import attention_layers, shared_prefix_kv, shared_prefix_length, with_cache
+from rlab.engine.train.microbatch import (MicroBatch, by_length, by_prompt_pass, collate_pass, logits_budget,
+                                         micro_batches, vocab_size)
 from rlab.engine.train.token_logprobs import chosen_logprobs
 from rlab.engine.types import TrainSample
 
@@ -166,25 +167,27 @@ class Trainer:
 
     def _prepare(self, samples: list[TrainSample]) -> _Prepared:
         """The samples an update trains on (those with a nonzero advantage, or all with a
-        KL term), collated into micro-batches, and the token counts of the loss's mean."""
+        KL term), collated into micro-batches gathered by prompt pass, and the token counts
+        of the loss's mean."""
         active = by_length([s for s in samples if s.has_signal] if self.config.beta == 0 else samples)
         device = next(self.model.parameters()).device
         # The KL term's reference pass would need a shared prefix of its own: with beta > 0 prompts run whole.
         shared = shared_prefix_length([s.prompt_ids for s in active]) if self.config.beta == 0 and not _checkpointed(
             self.model) else 0
         parts = micro_batches(active, vocab_size(self.model), logits_budget(device)) if active else []
-        chunks = [collate(part, self.pad_id, device, drop_zero_advantage=self.config.beta == 0, skip=shared)
-                  for part in parts]
+        passes = [collate_pass(run, self.pad_id, device, drop_zero_advantage=self.config.beta == 0, skip=shared)
+                  for run in by_prompt_pass(parts, skip=shared)]
+        chunks = [chunk for run in passes for chunk in run]
         n_tokens = sum(float(chunk.mask.sum()) for chunk in chunks)
         loss_tokens = n_tokens if self.config.loss_tokens == "with_signal" else float(sum(sum(s.mask()) for s in samples))
         widest = max((c.prompt_ids.shape[1] + c.completion_ids.shape[1] for c in chunks), default=0)
-        return _Prepared(chunks, len(active), n_tokens, loss_tokens, widest, active[0].prompt_ids[:shared] if shared else [],
+        return _Prepared(passes, len(active), n_tokens, loss_tokens, widest, active[0].prompt_ids[:shared] if shared else [],
                          parts)
 
     def _update(self, prepared: _Prepared, *, first: bool) -> dict[str, float]:
         """One optimizer step over ``prepared``'s micro-batches (gradients accumulated);
         ``first``: the step's first, which measures the sampler (see :meth:`step`)."""
-        if not prepared.chunks:
+        if not prepared.passes:
             nan = float("nan")
             return {"loss": nan, "kl": nan, "clip_ratio": nan, "entropy": nan, "grad_norm": nan,
                     "trained_samples": 0}
@@ -193,15 +196,20 @@ class Trainer:
         totals = dict.fromkeys(("loss", "kl", "clip_ratio", "entropy"), 0.0)
         mismatch = Mismatch()
         models = [self.model] if self.reference is None else [self.model, self.reference]
-        device = prepared.chunks[0].completion_ids.device
+        device = prepared.passes[0][0].completion_ids.device
         with training_attention(models, device, prepared.widest_tokens + len(prepared.shared_prefix)):
             start = SharedPrefix.run(self.model, prepared.shared_prefix, device, self.autocast) \
                 if prepared.shared_prefix else None
-            for chunk in prepared.chunks:
-                sums = self._token_sums(chunk, first=first, start=start, mismatch=mismatch)
-                (sums["loss"] / prepared.loss_tokens).backward()  # gradient accumulation: the mean over the whole batch
-                for key in totals:
-                    totals[key] += sums[key].item()
+            for chunks in prepared.passes:
+                prompts = None if _checkpointed(self.model) else self._prompt_pass(self.model, chunks[0], start).cut()
+                reference = self._reference_prompts(chunks[0])
+                for chunk in chunks:
+                    sums = self._token_sums(chunk, prompts, reference, first=first, mismatch=mismatch)
+                    (sums["loss"] / prepared.loss_tokens).backward()  # gradient accumulation: the mean over the batch
+                    for key in totals:
+                        totals[key] += sums[key].item()
+                if prompts is not None:
+                    prompts.backward()
             if start is not None:
                 start.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -215,8 +223,8 @@ class Trainer:
         return {**metrics, "grad_norm": float(grad_norm) if math.isfinite(float(grad_norm)) else float("nan"),
                 "trained_samples": prepared.samples, **mismatch.metrics()}
 
-    def _token_sums(self, batch: MicroBatch, *, first: bool = False,
-                    start: SharedPrefix | None = None, mismatch: Mismatch | None = None) -> dict[str, torch.Tensor]:
+    def _token_sums(self, batch: MicroBatch, prompts: PromptPass | None = None, reference: PromptPass | None = None,
+                    *, first: bool = False, mismatch: Mismatch | None = None) -> dict[str, torch.Tensor]:
         """Sums over the trained tokens of one micro-batch: ``loss`` (with its
         graph: clipped surrogate, each token weighted by its importance weight,
         plus beta * k3), and, detached, ``kl``, ``clip_ratio`` (clipped tokens)
@@ -224,9 +232,9 @@ class Trainer:
         log-probs, measured against the sampler's (``mismatch`` gathers the
         statistics); with ``is_cap`` they become its old ones (the ratio is then
         1) and give the importance weights (``is_weights``, kept for the later
-        updates). ``start``: the shared prefix the batch's prompts were collated
-        without."""
-        logp, entropy = self._token_logprobs(self.model, batch, start=start)
+        updates). ``prompts``, ``reference``: the batch's prompt pass through the
+        policy and through the KL reference (None: run here)."""
+        logp, entropy = self._token_logprobs(self.model, batch, prompts)
         mask = batch.mask
         if first:
             diff = batch.take_policy_logprobs(logp, self.config.is_cap)
@@ -238,7 +246,7 @@ class Trainer:
         weights = batch.is_weights
         surrogate = torch.minimum(ratio * adv, clipped * adv) * (weights if weights is not None else 1.0)
         loss = -(surrogate * mask).sum()
-        kl = self._kl(batch, logp)
+        kl = self._kl(batch, logp, reference)
         if self.config.beta > 0:
             loss = loss + self.config.beta * (kl * mask).sum()
         was_clipped = ((ratio < 1 - self.config.clip_eps) & (adv < 0)) | (
@@ -247,47 +255,77 @@ class Trainer:
         return {"loss": loss, "kl": (kl * mask).sum().detach(), "clip_ratio": (was_clipped.float() * mask).sum(),
                 "entropy": (entropy * mask).sum()}
 
-    def _kl(self, batch: MicroBatch, logp: torch.Tensor) -> torch.Tensor:
+    def _kl(self, batch: MicroBatch, logp: torch.Tensor, reference: PromptPass | None = None) -> torch.Tensor:
         if self.config.beta == 0:
             return torch.zeros_like(logp)
-        with torch.no_grad():
-            if self.reference is not None:
-                ref_logp, _ = self._token_logprobs(self.reference, batch)
-            else:
-                with reference_mode(self.model):
-                    ref_logp, _ = self._token_logprobs(self.model, batch)
+        with torch.no_grad(), self._as_reference() as model:
+            ref_logp, _ = self._token_logprobs(model, batch, reference)
         delta = ref_logp - logp
         return torch.exp(delta) - delta - 1
 
-    def _token_logprobs(self, model, batch: MicroBatch, start: SharedPrefix | None = None):
+    @contextlib.contextmanager
+    def _as_reference(self):
+        """The KL reference model within the block: the frozen copy, or the policy with its adapter off."""
+        if self.reference is not None:
+            yield self.reference
+        else:
+            with reference_mode(self.model):
+                yield self.model
+
+    def _prompt_pass(self, model, batch: MicroBatch, start: SharedPrefix | None = None) -> PromptPass:
+        with self.autocast():
+            return PromptPass.run(model, batch, start)
+
+    def _reference_prompts(self, batch: MicroBatch) -> PromptPass | None:
+        """The KL reference's prompt pass of ``batch``'s prompts (no gradient); None without a KL term."""
+        if self.config.beta == 0 or _checkpointed(self.model):
+            return None
+        with torch.no_grad(), self._as_reference() as model:
+            return self._prompt_pass(model, batch)
+
+    def _token_logprobs(self, model, batch: MicroBatch, prompts: PromptPass | None = None):
         """Log-probs (B, T) float32 of the completion tokens, and their entropies (B, T).
 
+        ``prompts``: the pass of the batch's prompts through ``model`` (None: run here).
         Memory: only the logits as the model returns them (bf16 under
         autocast) are kept for the backward pass; log-probs, their gradient
         and the entropies are computed in chunks (``engine.train.token_logprobs``),
         never as a whole (B, T, V) float32 copy.
         """
+        ids, temperature = batch.completion_ids, self.config.temperature
         with self.autocast():
-            logits = _completion_logits(model, batch, start)
-        return chosen_logprobs(logits, batch.completion_ids, self.config.temperature)
+            if _checkpointed(model):
+                return chosen_logprobs(_checkpointed_logits(model, batch), ids, temperature)
+            first, tail = _completion_logits(model, batch, prompts or PromptPass.run(model, batch))
+        # the first token's and the rest's separately: no copy of the (B, W, V) logits into one tensor
+        parts = [chosen_logprobs(first, ids[:, :1], temperature)]
+        if tail is not None:
+            parts.append(chosen_logprobs(tail, ids[:, 1:], temperature))
+        return torch.cat([logp for logp, _ in parts], dim=1), torch.cat([entropy for _, entropy in parts], dim=1)
 
 
 @dataclass
 class _Prepared:
-    """A step's batch as its updates run it: the micro-batches (``engine.train.microbatch.collate``) and the
-    samples of each (``parts``), how many
-    samples they hold, the trained tokens (``n_tokens``), the loss's denominator, the
-    widest micro-batch's prompt and completion width in tokens (``widest_tokens``), and the
-    prefix every prompt shares (:func:`~rlab.engine.policy.kv.shared_prefix_length`), which
-    the micro-batches' prompts are collated without (``shared_prefix``; empty: none)."""
+    """A step's batch as its updates run it: the micro-batches
+    (``engine.train.microbatch.collate_pass``), gathered by prompt pass (``passes``), and
+    the samples of each (``parts``, in the same order), how many samples they hold, the
+    trained tokens (``n_tokens``), the loss's denominator, the widest micro-batch's prompt
+    and completion width in tokens (``widest_tokens``), and the prefix every prompt shares
+    (:func:`~rlab.engine.policy.kv.shared_prefix_length`), which the micro-batches' prompts
+    are collated without (``shared_prefix``; empty: none)."""
 
-    chunks: list[MicroBatch]
+    passes: list[list[MicroBatch]]
     samples: int
     n_tokens: float
     loss_tokens: float
     widest_tokens: int
     shared_prefix: list[int]
     parts: list[list[TrainSample]]
+
+    @property
+    def chunks(self) -> list[MicroBatch]:
+        """Every micro-batch, in order."""
+        return [chunk for chunks in self.passes for chunk in chunks]
 
     def hand_back_policy_logprobs(self) -> None:
         """Each forwarded sample's ``policy_logprobs``: its row of the policy log-probs the
@@ -298,24 +336,44 @@ class _Prepared:
                 sample.policy_logprobs = row[:len(sample.completion_ids)]
 
 
+class GradientCut:
+    """Tensors one forward pass made, cut from its graph: later passes read the leaves
+    (:attr:`leaves`, float32, requiring gradients where the made tensor does), whose
+    gradients gather over any number of backward passes; :meth:`backward` then carries
+    their sum through the pass that made them, once. By linearity that is the gradient of
+    running the pass inside every later one, with its graph kept meanwhile. The leaves are
+    float32 (a bf16 value converts exactly), so the sum is not rounded to bf16 at every
+    addition; :meth:`read` gives each in its made dtype.
+    """
+
+    def __init__(self, made: list[torch.Tensor]):
+        self._made = made
+        self.leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in made]
+
+    def read(self) -> list[torch.Tensor]:
+        """The leaves, each in the dtype of the tensor it was cut from."""
+        return [leaf.to(made.dtype) for leaf, made in zip(self.leaves, self._made)]
+
+    def backward(self) -> None:
+        """Send the gradients gathered on the leaves into the pass that made them."""
+        pairs = [(made, leaf.grad) for made, leaf in zip(self._made, self.leaves) if leaf.grad is not None]
+        if pairs:
+            torch.autograd.backward([made for made, _ in pairs], [grad.to(made.dtype) for made, grad in pairs])
+
+
 class SharedPrefix:
     """The prefix every trained prompt of an update shares (a task's system prompt and
     chat template: arithmetic's 39 of 50 tokens), run once per update instead of once
-    per distinct prompt of every micro-batch.
+    per prompt pass.
 
-    Its keys and values, (1, kv_heads, n, head_dim) per layer, enter each
-    micro-batch as leaves that collect the gradients its backward pass sends
-    them; :meth:`backward` then carries their sum through the pass that made
-    them. By linearity that is the gradient of running the prefix inside every
-    micro-batch, with the graph of one pass over n tokens kept meanwhile. The
-    leaves are float32 (a bf16 value converts exactly), so the sum over
-    micro-batches is not rounded to bf16 at every addition.
+    Its keys and values, (1, kv_heads, n, head_dim) per layer, enter each prompt pass
+    as :class:`GradientCut` leaves; :meth:`backward` carries their gradients through
+    the prefix's own pass, with the graph of one pass over n tokens kept meanwhile.
     """
 
     def __init__(self, ids: list[int], made: list[torch.Tensor]):
         self.ids = ids
-        self._made = made
-        self._leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in made]
+        self._cut = GradientCut(made)
 
     @classmethod
     def run(cls, model, ids: list[int], device, autocast) -> SharedPrefix:
@@ -326,17 +384,67 @@ class SharedPrefix:
 
     def cache(self, rows: int) -> DynamicCache:
         """A KV cache holding the prefix for ``rows`` rows (views of the leaves)."""
-        cache = DynamicCache()
-        keys_values = [leaf.to(made.dtype).expand(rows, -1, -1, -1) for leaf, made in zip(self._leaves, self._made)]
-        for layer in range(len(keys_values) // 2):
-            cache.update(keys_values[2 * layer], keys_values[2 * layer + 1], layer)
-        return cache
+        return _cache([t.expand(rows, -1, -1, -1) for t in self._cut.read()])
 
     def backward(self) -> None:
-        """Send the gradients the micro-batches left on the leaves into the prefix's own pass."""
-        pairs = [(made, leaf.grad) for made, leaf in zip(self._made, self._leaves) if leaf.grad is not None]
-        if pairs:
-            torch.autograd.backward([made for made, _ in pairs], [grad.to(made.dtype) for made, grad in pairs])
+        """Send the gradients the prompt passes left on the leaves into the prefix's own pass."""
+        self._cut.backward()
+
+
+class PromptPass:
+    """The D distinct prompts of one or more micro-batches (``microbatch.by_prompt_pass``),
+    run through the model once: each layer's keys and values, (D, kv_heads, L, head_dim)
+    (the shared prefix's and the prompt's), and each prompt's last logits (D, V), which
+    predict its first completion token.
+
+    A micro-batch's rows read them by prompt (:meth:`rows`); the gradient of every row
+    flows back to its prompt. Cut (:meth:`cut`), the pass's keys, values and logits are
+    :class:`GradientCut` leaves, so several micro-batches' backward passes share one
+    pass over the prompts; :meth:`backward` then carries their gradients into it.
+    """
+
+    def __init__(self, tensors: list[torch.Tensor], mask: torch.Tensor, cut: GradientCut | None = None):
+        self._tensors = tensors
+        self.mask = mask
+        self._cut = cut
+
+    @classmethod
+    def run(cls, model, batch: MicroBatch, start: SharedPrefix | None = None) -> PromptPass:
+        """Run ``batch``'s distinct prompts through ``model`` (over ``start``'s cache, when
+        they were collated without the shared prefix), under the caller's autocast and grad mode."""
+        mask = batch.prompt_mask
+        if start is not None:
+            mask = torch.cat([mask.new_ones((mask.shape[0], len(start.ids))), mask], dim=1)
+        cache = start.cache(mask.shape[0]) if start is not None else DynamicCache()
+        head = model(input_ids=batch.prompt_ids, attention_mask=mask, position_ids=batch.prompt_positions,
+                     **with_cache(model, cache), use_cache=True, logits_to_keep=1)
+        keys_values = [t for layer in attention_layers(cache) for t in (layer.keys, layer.values)]
+        return cls([*keys_values, head.logits[:, -1]], mask)
+
+    def cut(self) -> PromptPass:
+        """This pass with its tensors as :class:`GradientCut` leaves (see :meth:`backward`)."""
+        cut = GradientCut(self._tensors)
+        return PromptPass(cut.read(), self.mask, cut)
+
+    def rows(self, prompt_of_row: torch.Tensor) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+        """For rows of the prompts ``prompt_of_row`` (B,): a KV cache (a copy per row), the
+        logits of their first completion token (B, 1, V), and their prompts' mask (B, L)."""
+        *keys_values, last = self._tensors
+        return (_cache([t.index_select(0, prompt_of_row) for t in keys_values]),
+                last.index_select(0, prompt_of_row).unsqueeze(1), self.mask[prompt_of_row])
+
+    def backward(self) -> None:
+        """Send the gradients the micro-batches left on a cut pass into the pass itself."""
+        assert self._cut is not None, "only a cut prompt pass gathers gradients"
+        self._cut.backward()
+
+
+def _cache(keys_values: list[torch.Tensor]) -> DynamicCache:
+    """A KV cache of each layer's keys and values, given in turn."""
+    cache = DynamicCache()
+    for layer in range(len(keys_values) // 2):
+        cache.update(keys_values[2 * layer], keys_values[2 * layer + 1], layer)
+    return cache
 
 
 class Mismatch:
@@ -394,37 +502,35 @@ def _frozen_copy(model):
     return reference
 
 
-def _completion_logits(model, batch: MicroBatch, start: SharedPrefix | None = None) -> torch.Tensor:
-    """Logits (B, W, V) at the positions that predict each row's W completion tokens.
-
-    The G samples of a group share their prompt, so each distinct prompt
-    runs through the model once and its KV cache is copied to its rows
-    (an index_select, through which the gradient of every row flows back
-    to the shared prompt); then the completions run over that cache. The
-    loss and gradients equal those of one pass per row, for a fraction of
-    the compute (arithmetic: 32 x 6 + 256 x 4 tokens instead of 256 x 10).
-    With ``start``, the prompts were collated without it, and run over its cache.
-    """
+def _checkpointed_logits(model, batch: MicroBatch) -> torch.Tensor:
+    """Logits (B, W, V) at the positions that predict each row's W completion tokens, from one
+    pass over prompt and completion per row: checkpointed layers keep no KV cache."""
     rows, width = batch.prompt_of_row, batch.completion_ids.shape[1]
-    prompt_mask = batch.prompt_mask
-    if start is not None:
-        prompt_mask = torch.cat([prompt_mask.new_ones((prompt_mask.shape[0], len(start.ids))), prompt_mask], dim=1)
-    if _checkpointed(model):
-        # Checkpointed layers keep no KV cache: one pass over prompt + completion per row.
-        attention = torch.cat([prompt_mask[rows], batch.completion_mask], dim=1)
-        return model(input_ids=torch.cat([batch.prompt_ids[rows], batch.completion_ids], dim=1),
-                     attention_mask=attention, position_ids=(attention.cumsum(dim=1) - 1).clamp(min=0),
-                     logits_to_keep=width + 1).logits[:, :-1]
-    cache = start.cache(prompt_mask.shape[0]) if start is not None else DynamicCache()
-    head = model(input_ids=batch.prompt_ids, attention_mask=prompt_mask,
-                 position_ids=batch.prompt_positions, **with_cache(model, cache), use_cache=True, logits_to_keep=1)
-    first = head.logits[rows]
+    attention = torch.cat([batch.prompt_mask[rows], batch.completion_mask], dim=1)
+    return model(input_ids=torch.cat([batch.prompt_ids[rows], batch.completion_ids], dim=1),
+                 attention_mask=attention, position_ids=(attention.cumsum(dim=1) - 1).clamp(min=0),
+                 logits_to_keep=width + 1).logits[:, :-1]
+
+
+def _completion_logits(model, batch: MicroBatch, prompts: PromptPass) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logits at the positions that predict each row's W completion tokens: the first's
+    (B, 1, V), from its prompt's pass, and the others' (B, W - 1, V) (None when W is 1).
+
+    The G samples of a group share their prompt, so each distinct prompt runs
+    through the model once (``prompts``) and its KV cache is copied to its rows
+    (an index_select, through which the gradient of every row flows back to the
+    prompt); then the completions run over that cache. The loss and gradients
+    equal those of one pass per row, for a fraction of the compute (arithmetic:
+    8 prompts x 11 tokens past the shared prefix and 64 x 14 completion tokens,
+    instead of 64 x 64).
+    """
+    width = batch.completion_ids.shape[1]
+    cache, first, prompt_mask = prompts.rows(batch.prompt_of_row)
     if width == 1:
-        return first
-    cache.batch_select_indices(rows)
-    after_prompt = batch.prompt_positions[rows, -1:] + 1
+        return first, None
+    after_prompt = batch.prompt_positions[batch.prompt_of_row, -1:] + 1
     tail = model(input_ids=batch.completion_ids[:, :-1],
-                 attention_mask=torch.cat([prompt_mask[rows], batch.completion_mask[:, :-1]], dim=1),
-                 position_ids=after_prompt + torch.arange(width - 1, device=rows.device),
+                 attention_mask=torch.cat([prompt_mask, batch.completion_mask[:, :-1]], dim=1),
+                 position_ids=after_prompt + torch.arange(width - 1, device=after_prompt.device),
                  **with_cache(model, cache), use_cache=True).logits
-    return torch.cat([first, tail], dim=1)
+    return first, tail
