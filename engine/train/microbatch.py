@@ -154,11 +154,12 @@ def by_prompt_pass(parts: list[list[TrainSample]], *, skip: int = 0) -> list[lis
     model calls per micro-batch, each reading every weight.
     """
     own = [{tuple(s.prompt_ids) for s in part} for part in parts]
-    budget = max((sum(len(p) - skip for p in prompts) for prompts in own), default=0)
+    tokens = lambda prompts: sum(len(p) - skip for p in prompts)  # noqa: E731
+    budget = max(map(tokens, own), default=0)
     runs: list[list[list[TrainSample]]] = []
     seen: set[tuple[int, ...]] = set()
     for part, prompts in zip(parts, own):
-        if not runs or sum(len(p) - skip for p in seen | prompts) > budget:
+        if not runs or tokens(seen | prompts) > budget:
             runs.append([])
             seen = set()
         runs[-1].append(part)
@@ -173,13 +174,11 @@ def collate_pass(parts: list[list[TrainSample]], pad_id: int, device, *, drop_ze
     all; completions per row; the loss mask without zero-advantage tokens when
     ``drop_zero_advantage``; old log-probs the sampler's."""
     distinct: dict[tuple[int, ...], int] = {}
-    for part in parts:
-        for s in part:
-            distinct.setdefault(tuple(s.prompt_ids), len(distinct))
+    prompt_of_rows = [[distinct.setdefault(tuple(s.prompt_ids), len(distinct)) for s in part] for part in parts]
     prompt_ids, prompt_mask = left_pad([list(p[skip:]) for p in distinct], pad_id, device)
     positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0) + skip
-    return [_micro_batch(part, [distinct[tuple(s.prompt_ids)] for s in part], prompt_ids, prompt_mask, positions,
-                         pad_id, device, drop_zero_advantage) for part in parts]
+    return [_micro_batch(part, prompt_of_row, prompt_ids, prompt_mask, positions, pad_id, device, drop_zero_advantage)
+            for part, prompt_of_row in zip(parts, prompt_of_rows)]
 
 
 def collate(samples: list[TrainSample], pad_id: int, device, *, drop_zero_advantage: bool = False,
